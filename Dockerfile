@@ -1,0 +1,13 @@
+# One image for every Pylota Mail process: the front, the workers and the one-shot migrate.
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY front ./front
+COPY workers ./workers
+COPY demo ./demo
+RUN pip install --no-cache-dir .
+RUN useradd --system --uid 10001 pylota
+USER pylota
+EXPOSE 8000
+CMD ["pylota", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,219 @@
+"""Methods of both eras (DESIGN.md section 5.1) and the tool-call path (spec sections 3-5).
+
+``dispatch`` takes a route that passed the ladder and the caller's principal and returns what to
+send: a result, a JSON-RPC error, or a :class:`StreamJob` for a tool that runs on a worker. It is
+the one place that decides whether a method exists, and the one place that renders a
+:class:`~shared.errors.PylotaError` as the ``isError`` envelope.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from front.mcp import protocol as p
+from front.mcp.inbound import Route, negotiate_legacy_version
+from shared import guide
+from shared.auth.keys import Principal
+from shared.errors import ErrorCode, PylotaError
+from shared.logs import get_logger, query_hash
+from shared.tools.context import ToolContext
+from shared.tools.registry import ToolSpec, output_schema
+
+if TYPE_CHECKING:
+    from front.app import Resources
+
+__all__ = ["Reply", "Failure", "StreamJob", "dispatch", "tool_result", "tool_error",
+           "SERVER_INFO", "CAPABILITIES"]
+
+log = get_logger("front.mcp")
+
+SERVER_INFO = p.Implementation(name="pylota-mail", title="Pylota Mail", version="1.0.0")
+CAPABILITIES = p.ServerCapabilities(tools=p.ToolsCapability(list_changed=False),
+                                    prompts=p.PromptsCapability(list_changed=False))
+#: How long a modern client may cache a list or discover result (private: it depends on the key).
+LIST_TTL_MS = 300_000
+
+
+class Reply(msgspec.Struct, frozen=True):
+    """A result to send in a JSON-RPC response."""
+
+    result: Any
+
+
+class Failure(msgspec.Struct, frozen=True, kw_only=True):
+    """A JSON-RPC error. ``http_status`` is 200 except where spec section 2.4 says otherwise."""
+
+    code: int
+    message: str
+    data: Any = None
+    http_status: int = 200
+
+
+class StreamJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A worker tool call, checked and ready to enqueue (DESIGN.md section 2)."""
+
+    tool: str
+    function: str
+    payload: bytes
+    timeout_seconds: float
+
+
+def _modern_meta() -> dict[str, Any]:
+    return {p.SERVER_INFO_META_KEY: {"name": SERVER_INFO.name, "version": SERVER_INFO.version}}
+
+
+def _tool_entry(spec: ToolSpec) -> p.Tool:
+    a = spec.annotations
+    return p.Tool(
+        name=spec.name, title=spec.title, description=spec.description,
+        input_schema=spec.input_schema, output_schema=output_schema(spec.result),
+        annotations=p.ToolAnnotations(title=spec.title, read_only_hint=a.read_only,
+                                      destructive_hint=a.destructive,
+                                      idempotent_hint=a.idempotent, open_world_hint=a.open_world),
+    )
+
+
+def tool_result(result: msgspec.Struct | dict[str, Any], modern: bool) -> p.CallToolResult:
+    """A successful call: structuredContent plus the same object as compact JSON text (spec 4.2)."""
+    body = msgspec.to_builtins(result)
+    return p.CallToolResult(
+        content=[p.TextContent(text=msgspec.json.encode(body).decode())], structured_content=body,
+        result_type="complete" if modern else None, meta=_modern_meta() if modern else None)
+
+
+def tool_error(error: PylotaError, request_id: str, modern: bool) -> p.CallToolResult:
+    """A tool execution error: the envelope as text, no structuredContent (spec section 5)."""
+    return p.CallToolResult(
+        content=[p.TextContent(text=msgspec.json.encode(error.envelope(request_id)).decode())],
+        is_error=True, result_type="complete" if modern else None,
+        meta=_modern_meta() if modern else None)
+
+
+def _validation_error(exc: msgspec.ValidationError) -> PylotaError:
+    # msgspec says "... - at `$.limit`"; the path is what a model needs to fix its call.
+    text = str(exc)
+    message, _, where = text.partition(" - at `")
+    path = where.rstrip("`").removeprefix("$.").removeprefix("$") or "arguments"
+    return PylotaError(ErrorCode.INVALID_REQUEST, f"Invalid argument {path}: {message}.",
+                       fix=f"Correct {path} to match the tool's inputSchema.",
+                       details={"path": path})
+
+
+async def _call_tool(res: Resources, principal: Principal, route: Route, request_id: str
+                     ) -> Reply | Failure | StreamJob:
+    name = route.params.get("name")
+    arguments = route.params.get("arguments", {})
+    modern = route.era == "modern"
+    visible = {t.name: t for t in res.tools
+               if t.permission in principal.permissions and principal.level in t.levels}
+    spec = visible.get(name) if isinstance(name, str) else None
+    if spec is None:
+        # A forbidden tool and a missing one get the same answer (spec section 3).
+        return Failure(code=p.INVALID_PARAMS, message=f"Unknown tool: {name}",
+                       http_status=400 if modern else 200)
+    started = time.monotonic()
+    fields: dict[str, Any] = {"method": route.method, "tool": spec.name,
+                              "key_id": principal.key_id, "identity_id": principal.identity_id,
+                              "request_id": request_id}
+    if isinstance(arguments, dict) and isinstance(arguments.get("q"), str):
+        fields["query_hash"] = query_hash(res.settings.pm_hash_key, arguments["q"])
+    try:
+        if not isinstance(arguments, dict):
+            raise PylotaError(ErrorCode.INVALID_REQUEST, "arguments must be an object.",
+                              fix="Pass the tool's arguments as a JSON object.",
+                              details={"path": "arguments"})
+        try:
+            args = msgspec.convert(arguments, spec.args, strict=False)
+        except msgspec.ValidationError as exc:
+            raise _validation_error(exc) from None
+        if spec.bucket is not None:
+            await res.limits.charge(spec.bucket, principal.key_id)
+        ctx = ToolContext(pool=res.pool, redis=res.redis, settings=res.settings,
+                          principal=principal, request_id=request_id)
+        outcome = await spec.handler(ctx, args)
+    except PylotaError as exc:
+        log.info("tool_call", **fields, outcome="error", error_code=exc.code.value,
+                 duration_ms=round((time.monotonic() - started) * 1000, 1))
+        return Reply(tool_error(exc, request_id, modern))
+    except Exception as exc:  # noqa: BLE001 - any other failure is rendered, never raised
+        log.error("tool_call", **fields, outcome="error", error_code="internal",
+                  exception=type(exc).__name__,
+                  duration_ms=round((time.monotonic() - started) * 1000, 1))
+        return Reply(tool_error(PylotaError(ErrorCode.INTERNAL, "The tool failed unexpectedly."),
+                                request_id, modern))
+    if spec.runs_on == "worker":
+        return StreamJob(tool=spec.name, function=spec.name,
+                         payload=msgspec.json.encode(outcome),
+                         timeout_seconds=float(getattr(args, "timeout_seconds", 60)))
+    log.info("tool_call", **fields, outcome="ok",
+             duration_ms=round((time.monotonic() - started) * 1000, 1))
+    return Reply(tool_result(outcome, modern))
+
+
+def _get_prompt(res: Resources, route: Route) -> Reply | Failure:
+    modern = route.era == "modern"
+    name = route.params.get("name")
+    spec = next((s for s in res.prompts if s.name == name), None)
+    arguments = route.params.get("arguments") or {}
+    if spec is None:
+        return Failure(code=p.INVALID_PARAMS, message=f"Unknown prompt: {name}",
+                       http_status=400 if modern else 200)
+    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+        return Failure(code=p.INVALID_PARAMS, message="Prompt arguments must be string values.",
+                       http_status=400 if modern else 200)
+    missing = [a.name for a in spec.arguments if a.required and a.name not in arguments]
+    if missing:
+        return Failure(code=p.INVALID_PARAMS, message=f"Missing prompt argument: {missing[0]}",
+                       http_status=400 if modern else 200)
+    return Reply(p.GetPromptResult(
+        description=spec.description,
+        messages=[p.PromptMessage(role="user", content=p.TextContent(text=spec.render(arguments)))],
+        result_type="complete" if modern else None, meta=_modern_meta() if modern else None))
+
+
+async def dispatch(res: Resources, principal: Principal, route: Route, request_id: str
+                   ) -> Reply | Failure | StreamJob | None:
+    """Answer one routed message; None for a notification (202)."""
+    modern = route.era == "modern"
+    method = route.method
+    if route.is_notification:
+        # notifications/cancelled is handled by the transport, which knows the caller's streams.
+        return None
+    if method == "initialize" and not modern:
+        return Reply(p.InitializeResult(
+            protocol_version=negotiate_legacy_version(route.params.get("protocolVersion")),
+            capabilities=CAPABILITIES, server_info=SERVER_INFO, instructions=guide.INSTRUCTIONS))
+    if method == "ping" and not modern:
+        return Reply({})
+    if method == "server/discover" and modern:
+        return Reply(p.DiscoverResult(
+            result_type="complete", supported_versions=list(p.SUPPORTED_VERSIONS),
+            capabilities=CAPABILITIES, ttl_ms=LIST_TTL_MS, cache_scope="private",
+            instructions=guide.INSTRUCTIONS, meta=_modern_meta()))
+    if method == "tools/list":
+        tools = [_tool_entry(t) for t in res.tools
+                 if t.permission in principal.permissions and principal.level in t.levels]
+        if modern:
+            return Reply(p.ListToolsResult(tools=tools, result_type="complete",
+                                           ttl_ms=LIST_TTL_MS, cache_scope="private",
+                                           meta=_modern_meta()))
+        return Reply(p.ListToolsResult(tools=tools))
+    if method == "prompts/list":
+        prompts = [p.Prompt(name=s.name, title=s.title, description=s.description,
+                            arguments=[p.PromptArgument(name=a.name, description=a.description,
+                                                        required=a.required)
+                                       for a in s.arguments]) for s in res.prompts]
+        if modern:
+            return Reply(p.ListPromptsResult(prompts=prompts, result_type="complete",
+                                             ttl_ms=LIST_TTL_MS, cache_scope="private",
+                                             meta=_modern_meta()))
+        return Reply(p.ListPromptsResult(prompts=prompts))
+    if method == "prompts/get":
+        return _get_prompt(res, route)
+    if method == "tools/call":
+        return await _call_tool(res, principal, route, request_id)
+    return Failure(code=p.METHOD_NOT_FOUND, message=f"Method not found: {method}",
+                   http_status=404 if modern else 200)

@@ -1,0 +1,109 @@
+"""Owner of ``api_keys``: minting keys and resolving a bearer token to a :class:`Principal`.
+
+A token is ``pmk_live_`` or ``pmk_test_`` plus 43 base64url characters (256 random bits). Only its
+SHA-256 is stored: a salted slow hash buys nothing for a secret with that much entropy, and the
+lookup must be one indexed read per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timezone
+
+import asyncpg
+import msgspec
+
+from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
+from shared.errors import ErrorCode, PylotaError, invalid
+from shared.ids import Prefix, new_id
+
+__all__ = ["Principal", "create_key", "authenticate", "hash_token"]
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True):
+    """What a bearer key resolves to (spec section 3): level, scope ids, permissions, mode."""
+
+    key_id: str
+    level: KeyLevel
+    partner_id: str | None
+    tenant_id: str | None
+    identity_id: str | None
+    permissions: frozenset[Permission]
+    mode: str
+
+
+def hash_token(token: str) -> bytes:
+    """SHA-256 of the token's UTF-8 bytes."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+async def create_key(conn: asyncpg.Connection, *, tenant_id: str, identity_id: str | None,
+                     permissions: list[Permission], name: str | None = None,
+                     expires_at: datetime | None = None) -> tuple[str, str]:
+    """Mint a tenant key, or an identity key when ``identity_id`` is given.
+
+    The mode (live/test) follows the tenant's. Returns ``(key_id, token)``; the token is shown
+    once and never stored.
+
+    Raises:
+        PylotaError: ``invalid_request`` when the identity is not in the tenant or a permission is
+            not allowed at the key's level.
+    """
+    level = KeyLevel.IDENTITY if identity_id else KeyLevel.TENANT
+    if bad := set(permissions) & FORBIDDEN_FOR_LEVEL[level]:
+        raise invalid("permissions", f"{level} keys cannot hold {sorted(bad)}.",
+                      "Drop those permissions.")
+    mode = await conn.fetchval("SELECT mode FROM tenants WHERE id = $1", tenant_id)
+    if identity_id is not None:
+        owner = await conn.fetchval("SELECT tenant_id FROM identities WHERE id = $1", identity_id)
+        if owner != tenant_id:
+            raise invalid("identity", "That identity is not in the tenant.",
+                          "Pass an identity of the same tenant.")
+    token = f"pmk_{mode}_{secrets.token_urlsafe(32)}"
+    key_id = new_id(Prefix.KEY)
+    await conn.execute(
+        "INSERT INTO api_keys (id, token_hash, token_hint, name, level, tenant_id, identity_id,"
+        " permissions, mode, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        key_id, hash_token(token), token[:13] + "…", name, level.value, tenant_id, identity_id,
+        sorted(p.value for p in permissions), mode, expires_at,
+    )
+    return key_id, token
+
+
+async def authenticate(conn: asyncpg.Connection, authorization: str | None) -> Principal:
+    """Resolve an ``Authorization`` header value to a principal (spec section 2.1 step 5).
+
+    Raises:
+        PylotaError: ``unauthenticated`` (missing, malformed or unknown), ``key_expired``,
+            ``key_revoked`` (all HTTP 401), or ``partner_suspended`` (403).
+    """
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token.startswith(("pmk_live_", "pmk_test_")):
+        raise PylotaError(ErrorCode.UNAUTHENTICATED, "A valid bearer API key is required.")
+    row = await conn.fetchrow(
+        """SELECT k.id, k.level, k.partner_id, k.tenant_id, k.identity_id, k.permissions, k.mode,
+                  k.expires_at, k.revoked_at,
+                  coalesce(p.status, tp.status) AS partner_status
+           FROM api_keys k
+           LEFT JOIN partners p ON p.id = k.partner_id
+           LEFT JOIN tenants t ON t.id = k.tenant_id
+           LEFT JOIN partners tp ON tp.id = t.partner_id
+           WHERE k.token_hash = $1""",
+        hash_token(token),
+    )
+    if row is None:
+        raise PylotaError(ErrorCode.UNAUTHENTICATED, "This API key is not known.")
+    if row["revoked_at"] is not None:
+        raise PylotaError(ErrorCode.KEY_REVOKED, "This API key was revoked.")
+    if row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc):
+        raise PylotaError(ErrorCode.KEY_EXPIRED, "This API key has expired.")
+    if row["partner_status"] == "suspended":
+        raise PylotaError(ErrorCode.PARTNER_SUSPENDED, "This key's partner is suspended.",
+                          fix="Contact the platform operator.")
+    return Principal(
+        key_id=row["id"], level=KeyLevel(row["level"]), partner_id=row["partner_id"],
+        tenant_id=row["tenant_id"], identity_id=row["identity_id"],
+        permissions=frozenset(Permission(p) for p in row["permissions"]), mode=row["mode"],
+    )

@@ -1,0 +1,211 @@
+"""The ``pylota`` command: administration, import, and the two processes.
+
+Admin commands (``migrate``, ``import``, ``tenants``, ``identities``, ``keys``) live here. ``serve``
+and ``worker`` belong to ``front`` and ``workers``; they are loaded by name when invoked (click's
+lazy-group pattern), so this domain package never imports the front or the workers.
+
+Every command reads settings with :meth:`Settings.from_env`; errors print the message and the fix
+on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import msgspec
+
+from shared.auth.keys import create_key
+from shared.auth.permissions import parse_permissions
+from shared.config import Settings, SettingsError
+from shared.db import connect, ensure_database, migrate
+from shared.errors import ErrorCode, PylotaError
+from shared.tenancy import store as tenancy
+
+T = TypeVar("T")
+
+#: Commands owned by other packages: name -> "module:attribute".
+_LAZY = {"serve": "front.cli:serve", "worker": "workers.cli:worker"}
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in _LAZY:
+            module, _, attr = _LAZY[name].partition(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+def _run(work: Callable[[Settings], Awaitable[T]]) -> T:
+    try:
+        settings = Settings.from_env()
+        return asyncio.run(work(settings))
+    except SettingsError as exc:
+        click.echo(f"error: {exc}", err=True)
+    except PylotaError as exc:
+        click.echo(f"error: {exc.message}\nfix: {exc.fix}", err=True)
+    sys.exit(2)
+
+
+def _emit(obj: Any, as_json: bool, text: str) -> None:
+    click.echo(msgspec.json.encode(obj).decode() if as_json else text)
+
+
+@click.group(cls=_Group)
+def main() -> None:
+    """Pylota Mail: business email for AI agents over MCP."""
+
+
+@main.command("migrate")
+def migrate_cmd() -> None:
+    """Create the database if missing and apply migrations (idempotent; safe to run from two
+    processes at once)."""
+
+    async def work(settings: Settings) -> list[int]:
+        try:
+            await ensure_database(settings.database_url)
+        except OSError as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, f"PostgreSQL is not reachable: {exc}",
+                              fix="Check DATABASE_URL and that PostgreSQL is running.") from exc
+        conn = await connect(settings.database_url)
+        try:
+            return await migrate(conn)
+        finally:
+            await conn.close()
+
+    applied = _run(work)
+    click.echo(f"applied {len(applied)} migration(s){': ' + ', '.join(map(str, applied)) if applied else ''}")
+
+
+@main.group()
+def tenants() -> None:
+    """Manage tenants (workspaces)."""
+
+
+@tenants.command("create")
+@click.argument("name")
+@click.option("--time-zone", default="UTC", show_default=True, help="IANA zone for date operators.")
+@click.option("--test-mode", is_flag=True, help="A test tenant: its keys are pmk_test_….")
+@click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON.")
+def tenants_create(name: str, time_zone: str, test_mode: bool, as_json: bool) -> None:
+    """Create a tenant called NAME and print its id."""
+
+    async def work(settings: Settings) -> tenancy.Tenant:
+        conn = await connect(settings.database_url)
+        try:
+            return await tenancy.create_tenant(conn, name, time_zone=time_zone,
+                                               mode="test" if test_mode else "live")
+        finally:
+            await conn.close()
+
+    tenant = _run(work)
+    _emit(tenant, as_json, tenant.id)
+
+
+@main.group()
+def identities() -> None:
+    """Manage identities (mailboxes)."""
+
+
+@identities.command("create")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--address", required=True, help="The mailbox address, e.g. agent@example.com.")
+@click.option("--name", "display_name", help="Display name.")
+@click.option("--json", "as_json", is_flag=True, help="Print the identity as JSON.")
+def identities_create(tenant: str, address: str, display_name: str | None, as_json: bool) -> None:
+    """Create an identity with one address and print its id."""
+
+    async def work(settings: Settings) -> tenancy.Identity:
+        conn = await connect(settings.database_url)
+        try:
+            found = await tenancy.resolve_tenant(conn, tenant)
+            return await tenancy.create_identity(conn, found.id, address,
+                                                 display_name=display_name)
+        finally:
+            await conn.close()
+
+    identity = _run(work)
+    _emit(identity, as_json, identity.id)
+
+
+@main.group()
+def keys() -> None:
+    """Manage API keys."""
+
+
+@keys.command("create")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--identity", help="Identity id (idn_…) or address: makes an identity key.")
+@click.option("--permissions", required=True,
+              help="Comma-separated, e.g. identities:read,messages:read,search:read; or 'all'.")
+@click.option("--name", help="A label for the key.")
+@click.option("--json", "as_json", is_flag=True, help="Print id, token and scope as JSON.")
+def keys_create(tenant: str, identity: str | None, permissions: str, name: str | None,
+                as_json: bool) -> None:
+    """Create an API key and print its token (shown once) alone on stdout."""
+    try:
+        perms = parse_permissions(permissions)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--permissions") from None
+
+    async def work(settings: Settings) -> dict[str, Any]:
+        conn = await connect(settings.database_url)
+        try:
+            found = await tenancy.resolve_tenant(conn, tenant)
+            identity_id = None
+            if identity is not None:
+                identity_id = (await tenancy.resolve_identity(
+                    conn, identity, tenant_ids=[found.id])).id
+            key_id, token = await create_key(conn, tenant_id=found.id, identity_id=identity_id,
+                                             permissions=perms, name=name)
+            return {"id": key_id, "token": token, "tenant_id": found.id,
+                    "identity_id": identity_id, "permissions": [p.value for p in perms]}
+        finally:
+            await conn.close()
+
+    created = _run(work)
+    _emit(created, as_json, created["token"])
+
+
+@main.command("import")
+@click.option("--identity", required=True, help="Identity id (idn_…) or address to import into.")
+@click.option("--mboxo", is_flag=True,
+              help="Read mbox files as mboxo: keep '>From ' body lines as they are.")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.argument("paths", nargs=-1, required=True,
+                type=click.Path(exists=True, path_type=Path))
+def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
+               paths: tuple[Path, ...]) -> None:
+    """Import .eml files, mbox files (.mbox, .mbox.gz) and maildir folders, recursively."""
+    from redis.asyncio import Redis
+
+    from shared.mail.importer import ImportSummary, import_paths
+
+    async def work(settings: Settings) -> ImportSummary:
+        conn = await connect(settings.database_url)
+        redis = Redis.from_url(settings.redis_url)
+        try:
+            found = await tenancy.resolve_identity(conn, identity)
+            return await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
+                                      progress=not no_progress)
+        finally:
+            await redis.aclose()
+            await conn.close()
+
+    summary = _run(work)
+    if as_json:
+        click.echo(msgspec.json.encode(summary).decode())
+        return
+    click.echo(f"imported {summary.imported}, duplicates {summary.duplicates}, "
+               f"failed {len(summary.failed)}, stored with parse defects {summary.with_defects}")
+    for failure in summary.failed:
+        click.echo(f"  failed: {failure.origin}: {failure.reason}")

@@ -1,0 +1,43 @@
+"""Structured JSON logs (spec section 7).
+
+One line per request and per tool call, with the method, tool name, key id, identity id, duration,
+outcome and error code. Arguments, mail content, tokens and signatures are never logged; the search
+tools log ``query_hash`` instead of their query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import sys
+
+import structlog
+
+__all__ = ["configure", "get_logger", "query_hash"]
+
+
+def configure(level: str) -> None:
+    """Send JSON lines to stderr at ``level`` (debug, info, warning, error)."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelName(level.upper()) if isinstance(
+                logging.getLevelName(level.upper()), int) else logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A logger that adds ``component=name`` to each line."""
+    return structlog.get_logger(component=name)
+
+
+def query_hash(key: str, q: str) -> str:
+    """First 16 hex characters of HMAC-SHA256(key, q) (spec section 7, FR-PRV-6)."""
+    return hmac.new(key.encode(), q.encode(), hashlib.sha256).hexdigest()[:16]

@@ -1,0 +1,20 @@
+"""Mail: from raw RFC 5322 bytes to stored, threaded messages.
+
+Where things happen:
+
+- ``sources`` finds messages on disk: ``.eml`` files, mbox files (mboxo and mboxrd, gzip too) and
+  maildir folders, and yields each message's raw bytes with where it came from.
+- ``parse`` turns raw bytes into a :class:`~shared.mail.model.ParsedMessage` with the standard
+  library's ``email`` package (``policy.default``), falling back to ``policy.compat32`` for headers
+  the default policy cannot read. Problems become ``defects`` on the result; nothing raises for bad
+  mail, and undecodable bytes survive in the stored raw copy.
+- ``threading`` decides which thread a message joins from Message-ID, In-Reply-To and References
+  (RFC 5322 section 3.6.4), with a subject fallback only for Re:/Fwd: messages lacking both.
+- ``quotes`` separates a message's new text from quoted history.
+- ``store`` owns the mail tables (messages, threads, thread_refs, raw_messages, attachments,
+  contacts) and their SQL; ``ingest`` ties parse, threading and store together for one message.
+
+The raw bytes are always stored, so a message that parses badly is kept and can be re-parsed.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,69 @@
+"""``pylota import``: bring .eml files, mbox files and maildir folders into one identity.
+
+Each message is ingested in its own transaction, so one bad message never aborts the import and an
+interrupted import keeps what it stored; running it again only counts duplicates.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import asyncpg
+import msgspec
+from redis.asyncio import Redis
+from tqdm import tqdm
+
+from shared.mail.ingest import ingest_raw
+from shared.mail.sources import iter_sources
+
+__all__ = ["ImportSummary", "Failure", "import_paths"]
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """A file or message that was not stored, and why."""
+
+    origin: str
+    reason: str
+
+
+class ImportSummary(msgspec.Struct, kw_only=True):
+    """Counts of one import. ``with_defects`` messages were stored but parsed imperfectly."""
+
+    imported: int = 0
+    duplicates: int = 0
+    with_defects: int = 0
+    failed: list[Failure] = []
+
+
+async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
+                       paths: Iterable[Path], *, mboxrd: bool = True,
+                       progress: bool = True) -> ImportSummary:
+    """Import every message under ``paths`` into ``identity_id``.
+
+    Args:
+        mboxrd: unescape ``>From `` lines in mbox bodies (mboxrd); False reads them as is.
+        progress: show a progress bar on stderr.
+    """
+    summary = ImportSummary()
+    bar = tqdm(unit="msg", desc="importing", file=sys.stderr, disable=not progress,
+               dynamic_ncols=True)
+    try:
+        for item in iter_sources(list(paths), mboxrd=mboxrd):
+            bar.update(1)
+            if item.raw is None:
+                summary.failed.append(Failure(item.origin, item.problem or "unreadable"))
+                continue
+            if not item.raw.strip():
+                summary.failed.append(Failure(item.origin, "empty message"))
+                continue
+            outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw)
+            if outcome.duplicate:
+                summary.duplicates += 1
+            else:
+                summary.imported += 1
+                summary.with_defects += bool(defects)
+    finally:
+        bar.close()
+    return summary

@@ -1,0 +1,36 @@
+"""One raw message in: parse, separate new text, store and thread, announce.
+
+Used by ``pylota import`` (and later by the SMTP listener and REST ingest). Parsing never raises,
+so a message that parses badly is stored as far as it parses (its raw bytes always) with its
+defects; only a database failure stops an ingest.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from redis.asyncio import Redis
+
+from shared.events import NewMail, publish_new_mail
+from shared.mail.parse import parse_message
+from shared.mail.quotes import new_text, snippet
+from shared.mail.store import StoreOutcome, insert_message
+
+__all__ = ["ingest_raw"]
+
+
+async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
+                     raw: bytes) -> tuple[StoreOutcome, list[str]]:
+    """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
+
+    Returns:
+        The store outcome and the parse defects (empty when the message parsed cleanly).
+    """
+    parsed = parse_message(raw)
+    fresh = new_text(parsed.text)
+    status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
+    outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
+                                   snippet=snippet(fresh or parsed.text), status=status)
+    if not outcome.duplicate and redis is not None:
+        await publish_new_mail(redis, identity_id,
+                               NewMail(message_id=outcome.message_id, thread_id=outcome.thread_id))
+    return outcome, parsed.defects

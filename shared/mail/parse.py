@@ -1,0 +1,415 @@
+"""Raw RFC 5322 bytes to a :class:`~shared.mail.model.ParsedMessage`.
+
+The standard library's ``email`` package does the parsing with ``policy.default``. Every header is
+read on its own, guarded: when the default policy's header parser raises or gives text with
+undecodable bytes in it, the value is decoded the compat32 way (``email.header.decode_header``,
+RFC 2047 section 6) with our charset table, and a defect is recorded. Raw 8-bit header bytes
+(RFC 6532 or just broken) are read as UTF-8, else windows-1252.
+
+Body text is the first inline text/plain part, else the first inline text/html part rendered to
+text with ``html2text``. Parts are decoded per their ``charset`` parameter (RFC 2045 section 5.1,
+RFC 2046 section 4.1.2) through ``CHARSET_ALIASES``, which follows the WHATWG Encoding Standard in
+reading ISO-8859-1 and US-ASCII labels as windows-1252, because that is what senders meant.
+
+Attachments are the leaf parts with a filename or ``Content-Disposition: attachment`` (RFC 2183),
+plus attached messages (``message/rfc822``); their bytes are the decoded payload, exactly.
+
+``parse_message`` never raises: problems become ``defects`` strings. What it cannot represent
+survives in the raw copy the store keeps; NUL characters, which PostgreSQL text cannot hold, become
+U+FFFD in decoded text. Pure: no I/O. Called by ``ingest``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import email
+import email.errors
+import email.header
+import email.utils
+import itertools
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from email import policy
+from email.message import Message
+
+import html2text
+
+from shared.mail.model import Address, ParsedAttachment, ParsedMessage
+
+__all__ = ["CHARSET_ALIASES", "MAX_HEADERS", "MAX_HEADER_CHARS", "parse_message"]
+
+MAX_HEADERS = 200
+MAX_HEADER_CHARS = 2000
+
+# Charset labels seen in real mail mapped to the Python codec that decodes what senders actually
+# wrote. None means "label carries no information": try UTF-8, then windows-1252.
+CHARSET_ALIASES: dict[str, str | None] = {
+    # WHATWG Encoding Standard: these labels are windows-1252.
+    "iso-8859-1": "windows-1252",
+    "iso8859-1": "windows-1252",
+    "iso_8859-1": "windows-1252",
+    "latin-1": "windows-1252",
+    "latin1": "windows-1252",
+    "l1": "windows-1252",
+    "us-ascii": "windows-1252",
+    "ascii": "windows-1252",
+    "ansi_x3.4-1968": "windows-1252",
+    # Microsoft's names and supersets.
+    "ks_c_5601-1987": "cp949",
+    "ks_c_5601": "cp949",
+    "euc-kr": "cp949",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "x-gbk": "gb18030",
+    "iso-8859-11": "cp874",
+    "tis-620": "cp874",
+    "windows-874": "cp874",
+    "shift_jis": "cp932",
+    "x-sjis": "cp932",
+    "big5": "big5hkscs",
+    # RFC 1556: "-i" (implicit bidi) only says how to display; the bytes are ISO-8859-8.
+    "iso-8859-8-i": "iso-8859-8",
+    "iso-8859-6-i": "iso-8859-6",
+    "x-mac-cyrillic": "mac_cyrillic",
+    "x-mac-roman": "mac_roman",
+    "macintosh": "mac_roman",
+    "x-euc-jp": "euc_jp",
+    "unicode-1-1-utf-7": "utf-7",
+    "utf8": "utf-8",
+    # Placeholders that name no charset.
+    "x-unknown": None,
+    "unknown": None,
+    "unknown-8bit": None,
+    "x-unknown-8bit": None,
+    "default": None,
+    "x-user-defined": None,
+    "charset": None,
+}
+
+# RFC 5322 section 3.6.4 msg-id: "<" id-left "@" id-right ">".
+_MSG_ID = re.compile(r"<\s*([^<>\s@]+@[^<>\s]+?)\s*>")
+_ANGLE_TOKEN = re.compile(r"<([^<>]*)>")
+_BARE_MSG_ID = re.compile(r"[^<>\s@]+@[^<>\s@]+")
+_FOLD = re.compile(r"\r?\n[ \t]*")
+_ADDRESS_HEADERS = ("from", "to", "cc", "reply-to")
+
+
+def parse_message(raw: bytes) -> ParsedMessage:
+    """Parse one message; never raises.
+
+    ``raw`` is the message's bytes as received (CRLF or LF). Returns a ParsedMessage whose
+    ``defects`` lists the parser's defects (``ClassName: text``) and ours; if the ``email`` package
+    itself fails, all fields are empty and ``defects`` is ``["unparseable: <reason>"]``.
+    """
+    try:
+        return _parse(raw)
+    except Exception as exc:  # the promise of this function: bad mail is recorded, not raised
+        return ParsedMessage(
+            message_id=None, in_reply_to=[], references=[], subject="", from_=None, to=[], cc=[],
+            reply_to=[], sent_at=None, text="", headers=[], attachments=[],
+            defects=[f"unparseable: {type(exc).__name__}: {exc}"],
+        )
+
+
+def _parse(raw: bytes) -> ParsedMessage:
+    msg = email.message_from_bytes(raw, policy=policy.default)
+    defects = _Defects()
+    for part in msg.walk():
+        for defect in part.defects:
+            defects.add(_describe(defect))
+
+    headers: list[tuple[str, str]] = []
+    first: dict[str, str] = {}
+    addresses: dict[str, list[Address]] = {name: [] for name in _ADDRESS_HEADERS}
+    raw_items = list(msg.raw_items())
+    for name, value in raw_items:
+        key = name.lower()
+        if key in _ADDRESS_HEADERS:
+            text = _read_addresses(msg, name, value, addresses[key], defects)
+        else:
+            text = _read_header(msg, name, value, defects)
+        first.setdefault(key, text)
+        if len(headers) < MAX_HEADERS:
+            headers.append((name, text[:MAX_HEADER_CHARS]))
+    if len(raw_items) > MAX_HEADERS:
+        defects.add(f"headers: kept the first {MAX_HEADERS} of {len(raw_items)}")
+
+    message_ids = _msg_ids("Message-ID", first.get("message-id", ""), defects, bare_ok=True)
+    senders = addresses["from"]
+    return ParsedMessage(
+        message_id=message_ids[0] if message_ids else None,
+        in_reply_to=_msg_ids("In-Reply-To", first.get("in-reply-to", ""), defects),
+        references=_msg_ids("References", first.get("references", ""), defects),
+        subject=first.get("subject", "").strip(),
+        from_=senders[0] if senders else None,
+        to=addresses["to"],
+        cc=addresses["cc"],
+        reply_to=addresses["reply-to"],
+        sent_at=_sent_at(first.get("date"), defects),
+        text=_body_text(msg, defects),
+        headers=headers,
+        attachments=_attachments(msg),
+        defects=defects.items,
+    )
+
+
+class _Defects:
+    """Defect strings in first-seen order, without repeats."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, text: str) -> None:
+        if text not in self.items:
+            self.items.append(text)
+
+
+def _describe(defect: Exception) -> str:
+    text = str(defect).strip()
+    return f"{type(defect).__name__}: {text}" if text else type(defect).__name__
+
+
+# Headers ---------------------------------------------------------------------------------------
+
+
+def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
+    """The header's text: the default policy's reading, else the compat32 one (RFC 2047)."""
+    try:
+        header = msg.policy.header_fetch_parse(name, value)
+        text = str(header)
+        for defect in header.defects:
+            defects.add(f"{name}: {_describe(defect)}")
+    except Exception as exc:  # any header-parser bug: fall back rather than lose the message
+        defects.add(f"{name}: default policy failed ({type(exc).__name__}); read as compat32")
+        return _compat_text(value)
+    if _garbled(text):
+        defects.add(f"{name}: undecodable text; read as compat32")
+        return _compat_text(value)
+    return _without_nul(text)
+
+
+def _read_addresses(
+    msg: Message, name: str, value: str, into: list[Address], defects: _Defects
+) -> str:
+    """Append the header's mailboxes (RFC 5322 section 3.4) to ``into``; return its text."""
+    try:
+        header = msg.policy.header_fetch_parse(name, value)
+        text = str(header)
+        parsed = [(a.display_name, a.addr_spec) for a in header.addresses]
+        for defect in header.defects:
+            defects.add(f"{name}: {_describe(defect)}")
+    except Exception as exc:  # any header-parser bug: fall back rather than lose the message
+        defects.add(f"{name}: default policy failed ({type(exc).__name__}); read as compat32")
+        text, parsed = "", []
+    if not text or any(_garbled(part) for part in (text, *(n + a for n, a in parsed))):
+        defects.add(f"{name}: undecodable text; read as compat32")
+        text = _compat_text(value)
+        parsed = email.utils.getaddresses([text])
+    for display_name, addr_spec in parsed:
+        addr_spec = addr_spec.strip().lower()
+        if "@" not in addr_spec or _garbled(addr_spec):
+            if addr_spec:
+                defects.add(f"{name}: dropped {addr_spec!r}, not an address")
+            continue
+        into.append(Address(address=addr_spec, name=display_name.strip() or None))
+    return text
+
+
+def _garbled(text: str) -> bool:
+    return "\ufffd" in text or any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def _compat_text(value: str) -> str:
+    """Decode a raw header value as compat32 would, with our charset table for the words."""
+    # message_from_bytes keeps 8-bit header bytes as surrogate escapes; get the bytes back.
+    unfolded = _FOLD.sub(" ", value).strip()
+    text = _decode_bytes(unfolded.encode("utf-8", "surrogateescape"), None)
+    try:
+        chunks = email.header.decode_header(text)
+    except email.errors.HeaderParseError:
+        return text
+    return "".join(
+        _decode_bytes(chunk, charset) if isinstance(chunk, bytes) else chunk
+        for chunk, charset in chunks
+    )
+
+
+def _msg_ids(name: str, text: str, defects: _Defects, *, bare_ok: bool = False) -> list[str]:
+    """The msg-ids in a Message-ID, In-Reply-To or References value (RFC 5322 section 3.6.4)."""
+    ids: list[str] = []
+    for match in _MSG_ID.finditer(text):
+        if match.group(1) not in ids:
+            ids.append(match.group(1))
+    for token in _ANGLE_TOKEN.findall(text):
+        if "@" not in token:
+            defects.add(f"{name}: '<{token}>' is not a msg-id")
+    # Some mailers write a Message-ID without the angle brackets; the id is still usable.
+    if not ids and bare_ok and (bare := _BARE_MSG_ID.fullmatch(text.strip())):
+        ids.append(bare.group(0))
+    return ids
+
+
+def _sent_at(text: str | None, defects: _Defects) -> datetime | None:
+    """The Date header (RFC 5322 section 3.3) in UTC; a date without a zone is taken as UTC."""
+    if text is None:
+        return None
+    try:
+        sent_at = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        defects.add(f"Date: unparseable {text[:100]!r}")
+        return None
+    if sent_at.tzinfo is None:
+        return sent_at.replace(tzinfo=UTC)
+    try:
+        return sent_at.astimezone(UTC)
+    except OverflowError:  # year 1 with a positive offset, as seen in spam
+        defects.add(f"Date: out of range {text[:100]!r}")
+        return None
+
+
+# Body and attachments ----------------------------------------------------------------------------
+
+
+def _leaves(msg: Message) -> Iterator[tuple[int, Message]]:
+    """Depth-first ``(part_index, part)`` over leaf parts; an attached message is one leaf.
+
+    ``part_index`` counts every part in that walk, containers too, from 0 for ``msg`` itself.
+    """
+    counter = itertools.count()
+
+    def walk(part: Message) -> Iterator[tuple[int, Message]]:
+        index = next(counter)
+        if part.get_content_maintype() == "multipart" and part.is_multipart():
+            for child in part.get_payload():
+                yield from walk(child)
+        else:
+            yield index, part
+
+    return walk(msg)
+
+
+def _is_attachment(part: Message) -> bool:
+    return (
+        part.get_content_disposition() == "attachment"
+        or part.get_filename() is not None
+        or part.get_content_type() == "message/rfc822"
+    )
+
+
+def _body_text(msg: Message, defects: _Defects) -> str:
+    inline = [part for _, part in _leaves(msg) if not _is_attachment(part)]
+    for part in inline:
+        if part.get_content_type() == "text/plain":
+            return _part_text(part)
+    for part in inline:
+        if part.get_content_type() == "text/html":
+            return _html_to_text(_part_text(part), defects)
+    return ""
+
+
+def _part_text(part: Message) -> str:
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        return ""
+    text = _decode_bytes(payload, part.get_content_charset())
+    return text.replace("\r\n", "\n")
+
+
+def _html_to_text(html: str, defects: _Defects) -> str:
+    renderer = html2text.HTML2Text()
+    renderer.ignore_images = True
+    renderer.body_width = 0  # no hard wrapping: the reader wraps
+    renderer.inline_links = True  # links beside their text, no numbered reference list
+    renderer.unicode_snob = True  # keep non-ASCII characters instead of ASCII stand-ins
+    try:
+        return renderer.handle(html).strip("\n") + "\n"
+    except Exception as exc:  # html2text is third-party; keep the HTML rather than lose the body
+        defects.add(f"text/html: could not render ({type(exc).__name__}); kept as HTML")
+        return html
+
+
+def _attachments(msg: Message) -> list[ParsedAttachment]:
+    found: list[ParsedAttachment] = []
+    for index, part in _leaves(msg):
+        if not _is_attachment(part):
+            continue
+        found.append(
+            ParsedAttachment(
+                part_index=index,
+                filename=_filename(part),
+                content_type=part.get_content_type().lower(),
+                disposition=part.get_content_disposition(),
+                content_id=_content_id(part),
+                content=_part_bytes(part),
+            )
+        )
+    return found
+
+
+def _content_id(part: Message) -> str | None:
+    """The Content-ID (RFC 2045 section 7) without angle brackets, as ``cid:`` URLs use it."""
+    value = part.get("content-id")
+    return (str(value).strip().strip("<>").strip() or None) if value is not None else None
+
+
+def _filename(part: Message) -> str | None:
+    """The part's filename: RFC 2231 parameters decoded by ``email``, RFC 2047 words by us."""
+    filename = part.get_filename()
+    if filename is None:
+        return None
+    if "=?" in filename:
+        # RFC 2047 section 5 forbids encoded-words in parameters, but mailers write them anyway.
+        filename = _compat_text(filename)
+    return filename.strip() or None
+
+
+def _part_bytes(part: Message) -> bytes:
+    if part.get_content_type() == "message/rfc822" and part.is_multipart():
+        # The parser does not keep an attached message's original bytes; regenerate them without
+        # refolding so that they stay as close to the original as the model allows.
+        return b"".join(
+            inner.as_bytes(policy=policy.default.clone(refold_source="none"))
+            for inner in part.get_payload()
+        )
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
+
+
+# Charsets ----------------------------------------------------------------------------------------
+
+
+def _decode_bytes(data: bytes, label: str | None) -> str:
+    """Decode ``data`` labelled ``label`` (any case; None = unlabelled) without raising.
+
+    8-bit data that is valid UTF-8 is read as UTF-8 whatever an ASCII-compatible label says:
+    mislabelled UTF-8 is common (a GB2312-labelled spam in the kit's corpus is UTF-8), while legacy
+    text that happens to be valid UTF-8 is rare, because UTF-8 multi-byte sequences are strict.
+    """
+    codec = _codec(label)
+    text = None
+    if codec is None or (not data.isascii() and not codec.startswith(("utf-16", "utf-32"))):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    if text is None:
+        text = data.decode(codec or "windows-1252", errors="replace")
+    return _without_nul(text)
+
+
+def _without_nul(text: str) -> str:
+    # PostgreSQL text cannot hold U+0000; the raw copy keeps the original byte.
+    return text.replace("\x00", "\ufffd")
+
+
+def _codec(label: str | None) -> str | None:
+    if label is None:
+        return None
+    key = label.strip().strip('"').lower()
+    if key in CHARSET_ALIASES:
+        return CHARSET_ALIASES[key]
+    try:
+        return codecs.lookup(key).name
+    except LookupError:
+        return None  # an unknown label tells us nothing; guess as for unlabelled data

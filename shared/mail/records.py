@@ -1,0 +1,85 @@
+"""Stored mail as the tools return it: message, attachment and thread Structs.
+
+These are the REST/MCP object shapes (spec section 4.3: "the Message object", "the thread object");
+``store`` builds them from rows, and their msgspec JSON Schema is each tool's ``outputSchema``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from shared.mail.model import Address
+
+__all__ = ["AttachmentInfo", "MessageRecord", "ThreadRecord", "ThreadSummary"]
+
+
+class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An attachment's metadata; its bytes stay in storage. ``size`` is in bytes."""
+
+    id: str
+    filename: str | None
+    content_type: str
+    size: int
+    disposition: str | None = None
+
+
+class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One stored message.
+
+    ``text`` is the whole readable body and is returned only on request (``include_quoted``);
+    ``new_text`` is the body without quoted history. ``date`` is the Date header in UTC, or the
+    time the message was received when the header is missing. ``*_truncated`` flags appear when a
+    budget cut the field (spec section 4.2).
+    """
+
+    id: str
+    thread_id: str
+    identity_id: str
+    message_id: str | None
+    in_reply_to: list[str]
+    references: list[str]
+    subject: str
+    from_: Address | None = msgspec.field(name="from", default=None)
+    to: list[Address] = []
+    cc: list[Address] = []
+    reply_to: list[Address] = []
+    date: datetime
+    direction: str
+    status: str
+    labels: list[str] = []
+    read: bool = False
+    snippet: str = ""
+    new_text: str = ""
+    new_text_truncated: bool = False
+    text: str | None = None
+    text_truncated: bool = False
+    attachments: list[AttachmentInfo] = []
+    headers: list[tuple[str, str]] | None = None
+    parse_defects: list[str] = []
+
+
+class ThreadSummary(msgspec.Struct, kw_only=True):
+    """A conversation without its messages."""
+
+    id: str
+    identity_id: str
+    subject: str
+    message_count: int
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+class ThreadRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A conversation with up to ``messages_limit`` messages, oldest first."""
+
+    id: str
+    identity_id: str
+    subject: str
+    message_count: int
+    first_at: datetime | None
+    last_at: datetime | None
+    messages: list[MessageRecord]
+    next_cursor: str | None = None
+    truncated: bool = False

@@ -1,0 +1,185 @@
+"""Finding messages on disk: single-message files, mbox files and maildir folders.
+
+``iter_sources`` walks the paths it is given and yields one :class:`SourceItem` per message: its
+raw bytes and where it came from, or, for a file that cannot be read or is clearly not mail, the
+problem instead of bytes. Nothing here parses a message; ``parse`` does that.
+
+Formats and their sources:
+
+- A single message is one RFC 5322 message per file (``.eml``, ``.msg``, ``.txt``, no extension).
+- mbox is the traditional Unix format described in RFC 4155 (``application/mbox``) and ``mbox(5)``:
+  each message starts with a ``From <sender> <asctime date>`` separator line, which is not part of
+  the message. In *mboxo* a body line starting ``From `` is escaped as ``>From `` and cannot be told
+  apart from a real ``>From ``; in *mboxrd* every ``^>*From `` body line gets one more ``>``, so
+  reading removes exactly one (``mboxrd=True``, the default).
+- maildir (``maildir(5)``, D. J. Bernstein's spec) keeps one message per file in ``cur/`` and
+  ``new/``; ``tmp/`` holds deliveries in progress and is skipped.
+
+We split mbox files with our own reader rather than ``mailbox.mbox`` because the standard library
+treats every ``From `` line after an empty line as a separator, so an unescaped ``From time to
+time`` in a body splits a message in two, and it decodes separator lines as ASCII, so 8-bit bytes in
+them raise ``UnicodeDecodeError``. Ours requires the separator's shape (sender, then a date with a
+weekday, month, time and year) and works on bytes. Files are read line by line, so a large mbox
+(gzip too) is never held in memory whole.
+
+Pure apart from reading files: no parsing, no database. Called by the import command and workers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+__all__ = ["NOT_MAIL", "SourceItem", "iter_sources"]
+
+NOT_MAIL = "not a mail message: first line is not a header field"
+
+_MBOX_SUFFIXES = (".mbox", ".mbx", ".mbox.gz")
+
+# RFC 4155 section 2 fixes only "From " plus sender plus a date in asctime form; real files vary
+# (two spaces before the date, "goran at domain.com" senders, trailing text after the year, 8-bit
+# senders), so we ask for the date's parts rather than its exact layout.
+_SEPARATOR = re.compile(
+    rb"From \S.*?\s"
+    rb"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?\s+"
+    rb"(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\s+\d{1,2}"
+    rb"|\d{1,2}\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*)"
+    rb"\s+(?:\d{4}\s+)?\d{1,2}:\d{2}(?::\d{2})?\b.*?\b\d{4}\b",
+    re.IGNORECASE,
+)
+_MBOXRD_QUOTED_FROM = re.compile(rb">+From ")
+# RFC 5322 section 3.6.8: field-name is printable US-ASCII except ":"; obsolete syntax (section
+# 4.5) allows white space before the colon.
+_HEADER_FIELD = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+
+
+class SourceItem(msgspec.Struct, frozen=True):
+    """One message found on disk, or why a file could not give one.
+
+    ``origin`` names the file, with ``#n`` (1-based) appended for the n-th message of an mbox.
+    Exactly one of ``raw`` (the message's bytes, separator line removed) and ``problem`` is set.
+    """
+
+    origin: str
+    raw: bytes | None
+    problem: str | None
+
+
+def iter_sources(paths: list[Path], *, mboxrd: bool = True) -> Iterator[SourceItem]:
+    """Yield every message under ``paths`` in a stable order.
+
+    Each path may be a file or a directory. Directories are walked recursively in sorted name
+    order; in a maildir (a directory with ``cur/`` or ``new/``) the ``tmp/`` folder is skipped, and
+    names starting with ``.`` are skipped everywhere (editor and OS droppings, maildir++ metadata).
+    A file is an mbox when its name ends ``.mbox``, ``.mbx`` or ``.mbox.gz`` (gzip) or its first
+    line is an mbox separator; otherwise it is one message. With ``mboxrd`` true, mbox body lines
+    matching ``^>+From `` lose one ``>`` (mboxrd); with it false they are left alone (mboxo).
+
+    Never raises for bad input: unreadable files, bad gzip data and files that are clearly not
+    mail become items with ``raw=None`` and ``problem`` set.
+    """
+    for path in paths:
+        if path.is_dir():
+            yield from _walk(path, mboxrd=mboxrd)
+        else:
+            yield from _read_file(path, mboxrd=mboxrd)
+
+
+def _walk(directory: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
+    try:
+        entries = sorted(p for p in directory.iterdir() if not p.name.startswith("."))
+    except OSError as exc:
+        yield SourceItem(str(directory), None, f"unreadable: {_reason(exc)}")
+        return
+    is_maildir = any(p.name in ("cur", "new") and p.is_dir() for p in entries)
+    for entry in entries:
+        if entry.is_dir():
+            if not (is_maildir and entry.name == "tmp"):
+                yield from _walk(entry, mboxrd=mboxrd)
+        else:
+            yield from _read_file(entry, mboxrd=mboxrd)
+
+
+def _read_file(path: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
+    origin = str(path)
+    gzipped = path.name.lower().endswith(".gz")
+    try:
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
+            first_line = stream.readline()
+            if path.name.lower().endswith(_MBOX_SUFFIXES) or _is_separator(first_line):
+                yield from _split_mbox(origin, _chain(first_line, stream), mboxrd=mboxrd)
+                return
+            raw = first_line + stream.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        # gzip.BadGzipFile is an OSError; a truncated gzip stream raises EOFError.
+        yield SourceItem(origin, None, f"unreadable: {_reason(exc)}")
+        return
+    yield _single(origin, raw)
+
+
+def _single(origin: str, raw: bytes) -> SourceItem:
+    first = next((line for line in raw.splitlines() if line.strip()), None)
+    if first is None:
+        return SourceItem(origin, None, "empty file")
+    # Any "From " line counts here: saved messages often keep an envelope line without a date.
+    if not (_HEADER_FIELD.match(first) or first.startswith(b"From ")):
+        return SourceItem(origin, None, NOT_MAIL)
+    return SourceItem(origin, raw, None)
+
+
+def _chain(first_line: bytes, stream: BinaryIO) -> Iterator[bytes]:
+    yield first_line
+    yield from stream
+
+
+def _split_mbox(origin: str, lines: Iterable[bytes], *, mboxrd: bool) -> Iterator[SourceItem]:
+    number = 0
+    message: list[bytes] = []
+    started = False  # a separator was seen, so ``message`` is a message even if empty
+    previous_empty = True  # the start of the file counts as "after an empty line"
+    try:
+        for line in lines:
+            if previous_empty and _is_separator(line):
+                if started or _has_text(message):
+                    number += 1
+                    yield SourceItem(f"{origin}#{number}", _join(message), None)
+                message = []
+                started = True
+            else:
+                if mboxrd and _MBOXRD_QUOTED_FROM.match(line):
+                    line = line[1:]
+                message.append(line)
+            previous_empty = line in (b"\n", b"\r\n")
+    except (OSError, EOFError, zlib.error) as exc:
+        yield SourceItem(f"{origin}#{number + 1}", None, f"unreadable: {_reason(exc)}")
+        return
+    if started or _has_text(message):
+        number += 1
+        yield SourceItem(f"{origin}#{number}", _join(message), None)
+
+
+def _join(lines: list[bytes]) -> bytes:
+    # The empty line before a separator belongs to the mbox format, not to the message
+    # (RFC 4155 section 2; mailbox.mbox drops it too).
+    if lines and lines[-1] in (b"\n", b"\r\n"):
+        lines = lines[:-1]
+    return b"".join(lines)
+
+
+def _has_text(lines: list[bytes]) -> bool:
+    # Text before the first separator is kept as a message rather than dropped silently.
+    return any(line.strip() for line in lines)
+
+
+def _is_separator(line: bytes) -> bool:
+    return line.startswith(b"From ") and _SEPARATOR.match(line.rstrip(b"\r\n")) is not None
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

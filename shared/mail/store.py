@@ -1,0 +1,298 @@
+"""Owner of the mail tables: ``messages``, ``threads``, ``thread_refs``, ``raw_messages``,
+``attachments`` and ``contacts``.
+
+Threading (RFC 5322 section 3.6.4): every msg-id a message names (its own Message-ID, its
+References and In-Reply-To) is mapped to a thread in ``thread_refs``. A new message joins the
+thread(s) its ids already map to; when they map to several, those threads are merged into the
+oldest, which makes the result independent of arrival order (a reply imported before its parent,
+or two replies to a missing parent). Only a ``Re:``/``Fwd:`` message that carries neither
+In-Reply-To nor References falls back to the newest thread with the same subject; a message with
+headers never joins by subject, so two unrelated threads that share a subject stay apart.
+
+Every write for one message happens under a per-identity transaction lock, so concurrent ingests
+of the same mailbox cannot race on thread_refs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+import asyncpg
+import msgspec
+
+from shared.ids import Prefix, new_id
+from shared.mail.model import Address, ParsedMessage
+from shared.mail.records import AttachmentInfo, MessageRecord, ThreadRecord, ThreadSummary
+from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
+
+__all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
+           "messages_by_ids", "own_addresses"]
+
+
+class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of :func:`insert_message`; ``duplicate`` means nothing new was stored."""
+
+    message_id: str
+    thread_id: str
+    duplicate: bool
+    duplicate_reason: str | None = None
+
+
+def _addresses(items: list[Address]) -> list[dict[str, str]]:
+    return [msgspec.to_builtins(a) for a in items]
+
+
+async def own_addresses(conn: asyncpg.Connection, identity_id: str) -> set[str]:
+    """The identity's addr-specs, active and retiring."""
+    rows = await conn.fetch(
+        "SELECT address FROM identity_addresses WHERE identity_id = $1", identity_id)
+    return {r["address"] for r in rows}
+
+
+async def _choose_thread(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
+                         keys: list[str], when: datetime) -> str:
+    rows = await conn.fetch(
+        "SELECT DISTINCT r.thread_id, t.created_at FROM thread_refs r"
+        " JOIN threads t ON t.id = r.thread_id"
+        " WHERE r.identity_id = $1 AND r.message_id = any($2::text[])"
+        " ORDER BY t.created_at, r.thread_id",
+        identity_id, keys,
+    )
+    found = [r["thread_id"] for r in rows]
+    if not found and not parsed.in_reply_to and not parsed.references \
+            and is_reply_or_forward(parsed.subject):
+        by_subject = await conn.fetchval(
+            "SELECT id FROM threads WHERE identity_id = $1 AND subject_key = $2 AND subject_key <> ''"
+            " ORDER BY last_at DESC NULLS LAST LIMIT 1",
+            identity_id, subject_key(parsed.subject),
+        )
+        if by_subject:
+            found = [by_subject]
+    if not found:
+        thread_id = new_id(Prefix.THREAD)
+        await conn.execute(
+            "INSERT INTO threads (id, identity_id, subject, subject_key, first_at, last_at)"
+            " VALUES ($1, $2, $3, $4, $5, $5)",
+            thread_id, identity_id, parsed.subject, subject_key(parsed.subject), when,
+        )
+        return thread_id
+    target, others = found[0], found[1:]
+    if others:
+        await conn.execute("UPDATE messages SET thread_id = $1 WHERE thread_id = any($2::text[])",
+                           target, others)
+        await conn.execute("UPDATE thread_refs SET thread_id = $1 WHERE thread_id = any($2::text[])",
+                           target, others)
+        await conn.execute("DELETE FROM threads WHERE id = any($1::text[])", others)
+    return target
+
+
+async def _refresh_thread(conn: asyncpg.Connection, thread_id: str) -> None:
+    # The thread's subject is its earliest message's; counts and bounds are recomputed from
+    # rows so that merges cannot leave them stale.
+    await conn.execute(
+        """UPDATE threads t SET
+             message_count = s.n, first_at = s.first_at, last_at = s.last_at,
+             subject = coalesce(s.first_subject, t.subject),
+             subject_key = coalesce(s.first_key, t.subject_key)
+           FROM (SELECT count(*) AS n,
+                        min(coalesce(sent_at, received_at)) AS first_at,
+                        max(coalesce(sent_at, received_at)) AS last_at,
+                        (array_agg(subject ORDER BY coalesce(sent_at, received_at), id))[1] AS first_subject,
+                        NULL::text AS first_key
+                 FROM messages WHERE thread_id = $1) s
+           WHERE t.id = $1""",
+        thread_id,
+    )
+    subject = await conn.fetchval("SELECT subject FROM threads WHERE id = $1", thread_id)
+    await conn.execute("UPDATE threads SET subject_key = $2 WHERE id = $1",
+                       thread_id, subject_key(subject or ""))
+
+
+async def _count_contacts(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
+                          outbound: bool, own: set[str], when: datetime) -> None:
+    people = (parsed.to + parsed.cc) if outbound else ([parsed.from_] if parsed.from_ else [])
+    for person in people:
+        if person.address in own:
+            continue
+        await conn.execute(
+            """INSERT INTO contacts AS c (identity_id, address, display_name, inbound_count,
+                                          outbound_count, first_at, last_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $6)
+               ON CONFLICT (identity_id, address) DO UPDATE SET
+                 display_name = coalesce(excluded.display_name, c.display_name),
+                 inbound_count = c.inbound_count + excluded.inbound_count,
+                 outbound_count = c.outbound_count + excluded.outbound_count,
+                 first_at = least(c.first_at, excluded.first_at),
+                 last_at = greatest(c.last_at, excluded.last_at)""",
+            identity_id, person.address, person.name, 0 if outbound else 1, 1 if outbound else 0,
+            when,
+        )
+
+
+async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
+                         raw: bytes, *, new_text: str, snippet: str,
+                         status: str = "received") -> StoreOutcome:
+    """Store one parsed message with its raw bytes, attachments and contacts, and thread it.
+
+    De-duplication: a message whose Message-ID is already stored in the identity, or which has no
+    Message-ID and the same SHA-256 as a stored one, is a duplicate and stores nothing.
+    Direction is ``outbound`` when the sender is one of the identity's addresses.
+
+    Returns:
+        The stored (or already stored) message and thread ids.
+    """
+    content_hash = hashlib.sha256(raw).digest()
+    dedupe_key = f"mid:{parsed.message_id}" if parsed.message_id else f"sha:{content_hash.hex()}"
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
+        existing = await conn.fetchrow(
+            "SELECT id, thread_id, content_hash FROM messages"
+            " WHERE identity_id = $1 AND dedupe_key = $2", identity_id, dedupe_key)
+        if existing is not None:
+            same = existing["content_hash"] == content_hash
+            return StoreOutcome(
+                message_id=existing["id"], thread_id=existing["thread_id"], duplicate=True,
+                duplicate_reason="same bytes" if same else "same Message-ID, different bytes",
+            )
+        received = datetime.now(timezone.utc)
+        when = parsed.sent_at or received
+        own = await own_addresses(conn, identity_id)
+        outbound = parsed.from_ is not None and parsed.from_.address in own
+        keys = thread_keys(parsed)
+        thread_id = await _choose_thread(conn, identity_id, parsed, keys, when)
+        if keys:
+            await conn.execute(
+                "INSERT INTO thread_refs (identity_id, message_id, thread_id)"
+                " SELECT $1, k, $3 FROM unnest($2::text[]) AS k"
+                " ON CONFLICT (identity_id, message_id) DO UPDATE SET thread_id = excluded.thread_id",
+                identity_id, keys, thread_id,
+            )
+        message_id = new_id(Prefix.MESSAGE)
+        await conn.execute(
+            """INSERT INTO messages (id, identity_id, thread_id, rfc_message_id, in_reply_to,
+                 "references", subject, from_address, from_name, to_addresses, cc_addresses,
+                 reply_to, sent_at, received_at, text, new_text, snippet, headers, direction,
+                 status, content_hash, dedupe_key, parse_defects, has_attachment, read)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                       $17, $18, $19, $20, $21, $22, $23, $24, $25)""",
+            message_id, identity_id, thread_id, parsed.message_id, parsed.in_reply_to,
+            parsed.references, parsed.subject,
+            parsed.from_.address if parsed.from_ else None,
+            parsed.from_.name if parsed.from_ else None,
+            _addresses(parsed.to), _addresses(parsed.cc), _addresses(parsed.reply_to),
+            parsed.sent_at, received, parsed.text, new_text, snippet,
+            [list(h) for h in parsed.headers], "outbound" if outbound else "inbound",
+            "sent" if outbound and status == "received" else status,
+            content_hash, dedupe_key, parsed.defects, bool(parsed.attachments), outbound,
+        )
+        await conn.execute("INSERT INTO raw_messages (message_id, raw) VALUES ($1, $2)",
+                           message_id, raw)
+        if parsed.attachments:
+            await conn.executemany(
+                "INSERT INTO attachments (id, message_id, part_index, filename, content_type,"
+                " disposition, content_id, size, sha256, content)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                [(new_id(Prefix.ATTACHMENT), message_id, a.part_index, a.filename,
+                  a.content_type, a.disposition, a.content_id, len(a.content),
+                  hashlib.sha256(a.content).digest(), a.content) for a in parsed.attachments],
+            )
+        await _count_contacts(conn, identity_id, parsed, outbound, own, when)
+        await _refresh_thread(conn, thread_id)
+    return StoreOutcome(message_id=message_id, thread_id=thread_id, duplicate=False)
+
+
+_MESSAGE_COLUMNS = """m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
+    m."references", m.subject, m.from_address, m.from_name, m.to_addresses, m.cc_addresses,
+    m.reply_to, coalesce(m.sent_at, m.received_at) AS date, m.direction, m.status, m.labels,
+    m.read, m.snippet, m.new_text, m.text, m.parse_defects, m.headers"""
+
+
+def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_text: bool,
+            include_headers: bool) -> MessageRecord:
+    def addrs(items: list[dict[str, str]]) -> list[Address]:
+        return [Address(**a) for a in items]
+
+    return MessageRecord(
+        id=row["id"], thread_id=row["thread_id"], identity_id=row["identity_id"],
+        message_id=row["rfc_message_id"], in_reply_to=list(row["in_reply_to"]),
+        references=list(row["references"]), subject=row["subject"],
+        from_=Address(address=row["from_address"], name=row["from_name"])
+        if row["from_address"] else None,
+        to=addrs(row["to_addresses"]), cc=addrs(row["cc_addresses"]),
+        reply_to=addrs(row["reply_to"]), date=row["date"], direction=row["direction"],
+        status=row["status"], labels=list(row["labels"]), read=row["read"],
+        snippet=row["snippet"], new_text=row["new_text"],
+        text=row["text"] if include_text else None, attachments=attachments,
+        headers=[(h[0], h[1]) for h in row["headers"]] if include_headers else None,
+        parse_defects=list(row["parse_defects"]),
+    )
+
+
+async def _attachments_of(conn: asyncpg.Connection, message_ids: list[str]
+                          ) -> dict[str, list[AttachmentInfo]]:
+    rows = await conn.fetch(
+        "SELECT id, message_id, filename, content_type, size, disposition FROM attachments"
+        " WHERE message_id = any($1::text[]) ORDER BY message_id, part_index", message_ids)
+    out: dict[str, list[AttachmentInfo]] = {}
+    for r in rows:
+        out.setdefault(r["message_id"], []).append(AttachmentInfo(
+            id=r["id"], filename=r["filename"], content_type=r["content_type"], size=r["size"],
+            disposition=r["disposition"]))
+    return out
+
+
+async def get_message(conn: asyncpg.Connection, identity_id: str, message_id: str, *,
+                      include_text: bool = False, include_headers: bool = False
+                      ) -> MessageRecord | None:
+    """The message ``message_id`` of ``identity_id``, or None (also for another identity's)."""
+    row = await conn.fetchrow(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE m.id = $1 AND m.identity_id = $2",
+        message_id, identity_id)
+    if row is None:
+        return None
+    atts = await _attachments_of(conn, [message_id])
+    return _record(row, atts.get(message_id, []), include_text=include_text,
+                   include_headers=include_headers)
+
+
+async def messages_by_ids(conn: asyncpg.Connection, identity_ids: list[str],
+                          message_ids: list[str]) -> list[MessageRecord]:
+    """Messages with these ids in these identities, in the order of ``message_ids``."""
+    rows = await conn.fetch(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages m"
+        " WHERE m.id = any($1::text[]) AND m.identity_id = any($2::text[])",
+        message_ids, identity_ids)
+    atts = await _attachments_of(conn, [r["id"] for r in rows])
+    by_id = {r["id"]: _record(r, atts.get(r["id"], []), include_text=False,
+                              include_headers=False) for r in rows}
+    return [by_id[i] for i in message_ids if i in by_id]
+
+
+async def get_thread(conn: asyncpg.Connection, identity_id: str, thread_id: str
+                     ) -> ThreadSummary | None:
+    """The thread ``thread_id`` of ``identity_id`` without messages, or None."""
+    row = await conn.fetchrow(
+        "SELECT id, identity_id, subject, message_count, first_at, last_at FROM threads"
+        " WHERE id = $1 AND identity_id = $2", thread_id, identity_id)
+    return ThreadSummary(**dict(row)) if row else None
+
+
+async def thread_page(conn: asyncpg.Connection, thread: ThreadSummary, *, offset: int,
+                      limit: int, include_text: bool) -> tuple[ThreadRecord, bool]:
+    """Up to ``limit`` messages of ``thread`` from ``offset``, oldest first.
+
+    Returns the thread object and whether more messages follow.
+    """
+    rows = await conn.fetch(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1"
+        " ORDER BY coalesce(m.sent_at, m.received_at), m.id OFFSET $2 LIMIT $3",
+        thread.id, offset, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    atts = await _attachments_of(conn, [r["id"] for r in rows])
+    messages = [_record(r, atts.get(r["id"], []), include_text=include_text,
+                        include_headers=False) for r in rows]
+    return ThreadRecord(id=thread.id, identity_id=thread.identity_id, subject=thread.subject,
+                        message_count=thread.message_count, first_at=thread.first_at,
+                        last_at=thread.last_at, messages=messages), more

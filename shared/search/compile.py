@@ -1,0 +1,173 @@
+"""Compile a parsed query (``query.Node``) into a SQL condition over ``messages m``.
+
+Pure: it builds text and a parameter list, and runs nothing. Each node becomes one boolean SQL
+expression; parameters are numbered from the caller's offset, so the condition can sit inside a
+larger statement. Words and phrases match the full-text index (``tsv``, English stemming with
+accents folded), quoted text included; operators match columns.
+
+Read as the QA kit reads them: ``from:``/``to:`` with a whole address match that address, with
+``@domain`` the domain, otherwise part of the address or display name; ``subject:`` is a
+case-insensitive substring of the subject with white space collapsed; ``after:D`` is on or after D
+00:00 and ``before:D`` strictly before D 00:00 in the tenant's time zone.
+
+A word made only of stop words ("the") matches everything rather than nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.errors import invalid
+from shared.search.query import And, Node, Not, Operator, OperatorName, Or, Phrase, Term
+
+__all__ = ["Compiled", "compile_query", "ATTACHMENT_TYPE_SQL"]
+
+#: ``type:`` kinds as a condition on an attachment ``a`` (content type, then file extension).
+ATTACHMENT_TYPE_SQL: dict[str, str] = {
+    "pdf": "a.content_type = 'application/pdf' OR a.filename ILIKE '%.pdf'",
+    "doc": "a.content_type = 'application/msword' OR a.filename ILIKE '%.doc'",
+    "docx": "a.content_type LIKE 'application/vnd.openxmlformats-officedocument.wordprocessingml%'"
+            " OR a.filename ILIKE '%.docx'",
+    "xls": "a.content_type = 'application/vnd.ms-excel' OR a.filename ILIKE '%.xls'",
+    "xlsx": "a.content_type LIKE 'application/vnd.openxmlformats-officedocument.spreadsheetml%'"
+            " OR a.filename ILIKE '%.xlsx'",
+    "image": "a.content_type LIKE 'image/%'",
+    "calendar": "a.content_type = 'text/calendar' OR a.filename ILIKE '%.ics'",
+    "zip": "a.content_type IN ('application/zip', 'application/x-zip-compressed')"
+           " OR a.filename ILIKE '%.zip'",
+    "text": "a.content_type = 'text/plain'",
+    "html": "a.content_type = 'text/html'",
+}
+
+#: Operators whose data ingest does not extract yet; searching them would silently match nothing.
+_NOT_YET = {
+    OperatorName.REF: "references are not extracted at ingest yet",
+    OperatorName.CUSTOM: "custom reference patterns are not extracted at ingest yet",
+    OperatorName.CATEGORY: "messages are not categorised yet",
+}
+
+
+def _like(value: str) -> str:
+    return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+@dataclass
+class Compiled:
+    """A SQL condition, its parameters (numbered after ``first``), and the positive text terms
+    (their ``tsquery`` SQL) to rank by."""
+
+    first: int
+    params: list[Any] = field(default_factory=list)
+    rank_terms: list[str] = field(default_factory=list)
+
+    def bind(self, value: Any) -> str:
+        self.params.append(value)
+        return f"${self.first + len(self.params) - 1}"
+
+
+def _text(c: Compiled, text: str, positive: bool) -> str:
+    p = c.bind(text)
+    tsq = f"phraseto_tsquery('en_unaccent', {p})"
+    if positive:
+        c.rank_terms.append(tsq)
+    return f"(numnode({tsq}) = 0 OR m.tsv @@ {tsq})"
+
+
+def _people(c: Compiled, column_sql: str, value: str) -> str:
+    if value.startswith("@"):
+        return f"{column_sql} LIKE {c.bind('%' + value)}"
+    if "@" in value:
+        return f"{column_sql} = {c.bind(value)}"
+    return f"{column_sql} ILIKE {c.bind(_like(value))}"
+
+
+def _recipients(c: Compiled, value: str) -> str:
+    inner = _people(c, "e->>'address'", value)
+    name = ""
+    if "@" not in value:
+        name = f" OR e->>'name' ILIKE {c.bind(_like(value))}"
+    return ("EXISTS (SELECT 1 FROM jsonb_array_elements(m.to_addresses || m.cc_addresses) e"
+            f" WHERE {inner}{name})")
+
+
+def _sender(c: Compiled, value: str) -> str:
+    cond = _people(c, "m.from_address", value)
+    if "@" not in value:
+        cond = f"({cond} OR m.from_name ILIKE {c.bind(_like(value))})"
+    return cond
+
+
+def _instant(c: Compiled, value: str, time_zone: str) -> str:
+    if len(value) == 10:  # a date: midnight in the tenant's zone
+        return f"({c.bind(value)}::date::timestamp AT TIME ZONE {c.bind(time_zone)})"
+    return f"{c.bind(value)}::timestamptz"
+
+
+def _operator(c: Compiled, op: Operator, time_zone: str) -> str:
+    name, v = op.name, op.normalized
+    date_sql = "coalesce(m.sent_at, m.received_at)"
+    match name:
+        case OperatorName.FROM:
+            return _sender(c, v)
+        case OperatorName.TO:
+            return _recipients(c, v)
+        case OperatorName.PARTICIPANT:
+            return f"({_sender(c, v)} OR {_recipients(c, v)})"
+        case OperatorName.SUBJECT:
+            return f"regexp_replace(m.subject, '\\s+', ' ', 'g') ILIKE {c.bind(_like(v))}"
+        case OperatorName.AFTER:
+            return f"{date_sql} >= {_instant(c, v, time_zone)}"
+        case OperatorName.BEFORE:
+            return f"{date_sql} < {_instant(c, v, time_zone)}"
+        case OperatorName.NEWER_THAN:
+            return f"{date_sql} >= now() - make_interval(days => {c.bind(int(v))})"
+        case OperatorName.OLDER_THAN:
+            return f"{date_sql} < now() - make_interval(days => {c.bind(int(v))})"
+        case OperatorName.HAS:
+            return "m.has_attachment"
+        case OperatorName.FILENAME:
+            return ("EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id"
+                    f" AND a.filename ILIKE {c.bind(_like(v))})")
+        case OperatorName.TYPE:
+            return ("EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = m.id"
+                    f" AND ({ATTACHMENT_TYPE_SQL[v]}))")
+        case OperatorName.IN:
+            return f"m.direction = {c.bind(v)}"
+        case OperatorName.IS if v in ("unread", "read"):
+            return "NOT m.read" if v == "unread" else "m.read"
+        case OperatorName.LABEL:
+            return f"{c.bind(v)} = any(m.labels)"
+        case OperatorName.THREAD:
+            return f"m.thread_id = {c.bind(v)}"
+    reason = _NOT_YET.get(name, "replies are not scored yet")
+    raise invalid("q", f"{op.name}:{op.value} cannot be searched yet: {reason}.",
+                  f"Remove {op.name}:{op.value} and search with words or other operators.")
+
+
+def _node(c: Compiled, node: Node, time_zone: str, positive: bool) -> str:
+    match node:
+        case Term(text) | Phrase(text):
+            return _text(c, text, positive)
+        case Operator():
+            return _operator(c, node, time_zone)
+        case Not(inner):
+            return f"NOT ({_node(c, inner, time_zone, not positive)})"
+        case Or(nodes):
+            return "(" + " OR ".join(_node(c, n, time_zone, positive) for n in nodes) + ")"
+        case And(nodes):
+            return "(" + " AND ".join(_node(c, n, time_zone, positive) for n in nodes) + ")"
+    raise TypeError(f"not a query node: {node!r}")
+
+
+def compile_query(root: Node | None, *, first: int, time_zone: str) -> tuple[str, Compiled]:
+    """SQL for ``root`` over ``messages m``, with parameters numbered from ``$first``.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``q``) for an operator whose data is not extracted
+            yet (``ref:``, ``custom:``, ``category:``, ``is:needs_reply``).
+    """
+    compiled = Compiled(first=first)
+    if root is None:
+        return "true", compiled
+    return _node(compiled, root, time_zone, True), compiled

@@ -1,0 +1,188 @@
+"""Owner of ``partners``, ``tenants``, ``identities`` and ``identity_addresses``.
+
+Functions take the connection first so that the caller owns the transaction. Rows leave as
+Structs. Addresses are addr-specs stored lower-cased (RFC 5321 section 2.4 lets the local part be
+case-sensitive, but no mail system in use relies on it, and lookups must be stable).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+from shared.errors import ErrorCode, PylotaError, invalid
+from shared.ids import Prefix, is_id, new_id
+
+__all__ = [
+    "Tenant", "Identity", "create_tenant", "get_tenant", "resolve_tenant",
+    "create_identity", "resolve_identity", "list_identities", "identity_of_address",
+]
+
+
+class Tenant(msgspec.Struct, frozen=True, kw_only=True):
+    """A workspace and its policy (time zone, agentic limits, recipient cap)."""
+
+    id: str
+    name: str
+    partner_id: str | None
+    mode: str
+    time_zone: str
+    agentic_max_steps: int
+    agentic_max_seconds: int
+    max_recipients: int
+    created_at: datetime
+
+
+class Identity(msgspec.Struct, frozen=True, kw_only=True):
+    """A mailbox: ``addresses`` are its active then retiring addr-specs."""
+
+    id: str
+    tenant_id: str
+    display_name: str | None
+    purpose: str | None
+    status: str
+    addresses: list[str]
+    created_at: datetime
+
+
+_TENANT_COLUMNS = ("id, name, partner_id, mode, time_zone, agentic_max_steps,"
+                   " agentic_max_seconds, max_recipients, created_at")
+
+_IDENTITY_SELECT = """
+SELECT i.id, i.tenant_id, i.display_name, i.purpose, i.status, i.created_at,
+       coalesce(array_agg(a.address ORDER BY a.state, a.created_at)
+                FILTER (WHERE a.address IS NOT NULL), '{}') AS addresses
+FROM identities i LEFT JOIN identity_addresses a ON a.identity_id = i.id
+"""
+
+
+async def create_tenant(conn: asyncpg.Connection, name: str, *, time_zone: str = "UTC",
+                        mode: str = "live") -> Tenant:
+    """Create a tenant named ``name``.
+
+    Raises:
+        PylotaError: ``invalid_request`` when the name is taken or the time zone is unknown.
+    """
+    if not name.strip():
+        raise invalid("name", "The tenant name is empty.", "Pass a non-empty NAME.")
+    known = await conn.fetchval("SELECT true FROM pg_timezone_names WHERE name = $1", time_zone)
+    if not known:
+        raise invalid("time_zone", f"Unknown time zone {time_zone!r}.",
+                      "Use an IANA zone name such as Europe/London.")
+    try:
+        row = await conn.fetchrow(
+            f"INSERT INTO tenants (id, name, time_zone, mode) VALUES ($1, $2, $3, $4)"
+            f" RETURNING {_TENANT_COLUMNS}",
+            new_id(Prefix.TENANT), name.strip(), time_zone, mode,
+        )
+    except asyncpg.UniqueViolationError as exc:
+        raise invalid("name", f"A tenant named {name!r} exists already.",
+                      "Choose another name, or use the existing tenant.") from exc
+    return Tenant(**dict(row))
+
+
+async def get_tenant(conn: asyncpg.Connection, tenant_id: str) -> Tenant | None:
+    """Return the tenant with ``tenant_id``, or None."""
+    row = await conn.fetchrow(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE id = $1", tenant_id)
+    return Tenant(**dict(row)) if row else None
+
+
+async def resolve_tenant(conn: asyncpg.Connection, ref: str) -> Tenant:
+    """Find a tenant by id or by name.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``tenant``) when none matches.
+    """
+    row = await conn.fetchrow(
+        f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE id = $1 OR name = $1", ref)
+    if row is None:
+        raise invalid("tenant", f"No tenant {ref!r}.",
+                      "Pass a tenant id (ten_…) or name; `pylota tenants create NAME` makes one.")
+    return Tenant(**dict(row))
+
+
+async def create_identity(conn: asyncpg.Connection, tenant_id: str, address: str, *,
+                          display_name: str | None = None, purpose: str | None = None) -> Identity:
+    """Create an identity in ``tenant_id`` with one active ``address``.
+
+    Raises:
+        PylotaError: ``invalid_request`` when the address is malformed or already in use.
+    """
+    addr = address.strip().lower()
+    if addr.count("@") != 1 or not all(addr.split("@")) or any(c.isspace() for c in addr):
+        raise invalid("address", f"{address!r} is not an addr-spec.",
+                      "Pass an address such as agent@example.com.")
+    identity_id = new_id(Prefix.IDENTITY)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO identities (id, tenant_id, display_name, purpose)"
+                " VALUES ($1, $2, $3, $4)", identity_id, tenant_id, display_name, purpose)
+            await conn.execute(
+                "INSERT INTO identity_addresses (address, identity_id) VALUES ($1, $2)",
+                addr, identity_id)
+    except asyncpg.UniqueViolationError as exc:
+        raise invalid("address", f"{addr} belongs to an identity already.",
+                      "Use that identity, or pick another address.") from exc
+    found = await _identity_where(conn, "i.id = $1", identity_id)
+    assert found is not None  # just inserted in this connection
+    return found
+
+
+async def _identity_where(conn: asyncpg.Connection, where: str, *args: object) -> Identity | None:
+    row = await conn.fetchrow(f"{_IDENTITY_SELECT} WHERE {where} GROUP BY i.id", *args)
+    return Identity(**dict(row)) if row else None
+
+
+async def identity_of_address(conn: asyncpg.Connection, address: str) -> Identity | None:
+    """The identity owning an active or retiring ``address`` (case-insensitive), or None."""
+    return await _identity_where(
+        conn, "i.id = (SELECT identity_id FROM identity_addresses WHERE address = $1)",
+        address.strip().lower())
+
+
+async def resolve_identity(conn: asyncpg.Connection, ref: str, *,
+                           tenant_ids: list[str] | None = None) -> Identity:
+    """Find an identity by id (``idn_…``) or by one of its addresses.
+
+    Args:
+        ref: the id or address.
+        tenant_ids: when given, only identities of these tenants match (key scope, spec section 3).
+
+    Raises:
+        PylotaError: ``identity_not_found`` when nothing in scope matches; scope failures look
+            the same as a missing identity (spec section 3).
+    """
+    if is_id(ref, Prefix.IDENTITY):
+        found = await _identity_where(conn, "i.id = $1", ref)
+    else:
+        found = await identity_of_address(conn, ref)
+    if found is None or (tenant_ids is not None and found.tenant_id not in tenant_ids):
+        raise PylotaError(
+            ErrorCode.IDENTITY_NOT_FOUND, f"No identity {ref!r} that this key can use.",
+            fix="Call mail_list_identities and pass one of its ids or addresses as identity.",
+        )
+    return found
+
+
+async def list_identities(conn: asyncpg.Connection, *, tenant_ids: list[str] | None,
+                          identity_id: str | None, status: str | None, purpose: str | None,
+                          after_id: str | None, limit: int) -> list[Identity]:
+    """Identities visible to a key, ordered by id, at most ``limit`` after ``after_id``.
+
+    ``tenant_ids`` None means every tenant (platform keys); ``identity_id`` limits to one.
+    Deleting and deleted identities are never listed (they cannot act, spec section 4.3).
+    """
+    rows = await conn.fetch(
+        f"""{_IDENTITY_SELECT}
+        WHERE ($1::text[] IS NULL OR i.tenant_id = any($1::text[]))
+          AND ($2::text IS NULL OR i.id = $2)
+          AND i.status = coalesce($3, i.status) AND i.status IN ('active', 'paused')
+          AND ($4::text IS NULL OR i.purpose = $4)
+          AND ($5::text IS NULL OR i.id > $5)
+        GROUP BY i.id ORDER BY i.id LIMIT $6""",
+        tenant_ids, identity_id, status, purpose, after_id, limit,
+    )
+    return [Identity(**dict(r)) for r in rows]

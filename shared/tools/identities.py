@@ -1,0 +1,90 @@
+"""mail_list_identities (spec section 4.3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from shared.auth.permissions import KeyLevel
+from shared.errors import invalid
+from shared.tenancy.store import list_identities
+from shared.tools.context import ToolContext
+from shared.tools.cursor import decode_cursor, encode_cursor
+from shared.tools.scope import tenant_scope
+
+DESCRIPTION = (
+    "List the email identities (mailboxes) this key can use, with their addresses. Call this "
+    "first if you do not know which identity to act as. Pass an identity's id or address as "
+    "\"identity\" to the other tools."
+)
+
+INPUT_SCHEMA = {
+    "type": "object", "additionalProperties": False, "properties": {
+        "tenant_id": {"type": "string", "pattern": "^ten_[0-9A-HJKMNP-TV-Z]{26}$",
+                      "description": "Platform and partner keys only: limit to one tenant."},
+        "status": {"type": "string", "enum": ["active", "paused"],
+                   "description": "Only identities with this status."},
+        "purpose": {"type": "string", "maxLength": 64,
+                    "description": "Only identities with this purpose tag."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 25},
+        "cursor": {"type": "string"},
+    },
+}
+
+TenantId = Annotated[str, msgspec.Meta(pattern="^ten_[0-9A-HJKMNP-TV-Z]{26}$")]
+
+
+class ListIdentitiesArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    tenant_id: TenantId | None = None
+    status: Literal["active", "paused"] | None = None
+    purpose: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 25
+    cursor: str | None = None
+
+
+class IdentityOut(msgspec.Struct, kw_only=True):
+    """The Identity object: ``addresses`` lists active then retiring addr-specs."""
+
+    id: str
+    tenant_id: str
+    display_name: str | None
+    purpose: str | None
+    status: str
+    addresses: list[str]
+    created_at: datetime
+
+
+class ListIdentitiesResult(msgspec.Struct, kw_only=True):
+    """``{data: Identity[], next_cursor}``."""
+
+    data: list[IdentityOut]
+    next_cursor: str | None
+
+
+async def run(ctx: ToolContext, args: ListIdentitiesArgs) -> ListIdentitiesResult:
+    """List identities the key reaches, ordered by id, ``limit`` per page.
+
+    Raises:
+        PylotaError: ``invalid_request`` for a tenant_id on a tenant or identity key, or a bad
+            cursor.
+    """
+    principal = ctx.principal
+    after = decode_cursor(args.cursor, "idn")["after"] if args.cursor else None
+    async with ctx.pool.acquire() as conn:
+        tenants = await tenant_scope(conn, principal)
+        if args.tenant_id is not None:
+            if principal.level in (KeyLevel.TENANT, KeyLevel.IDENTITY):
+                raise invalid("tenant_id", "tenant_id is for platform and partner keys only.",
+                              "Omit tenant_id: this key is bound to its tenant.")
+            tenants = [t for t in (tenants or [args.tenant_id]) if t == args.tenant_id]
+        rows = await list_identities(
+            conn, tenant_ids=tenants, identity_id=principal.identity_id, status=args.status,
+            purpose=args.purpose, after_id=after, limit=args.limit + 1)
+    more = len(rows) > args.limit
+    rows = rows[: args.limit]
+    return ListIdentitiesResult(
+        data=[IdentityOut(**msgspec.structs.asdict(r)) for r in rows],
+        next_cursor=encode_cursor({"k": "idn", "after": rows[-1].id}) if more else None,
+    )

@@ -1,0 +1,160 @@
+"""Shared fixtures: the team kit, real PostgreSQL databases, Redis, a uvicorn front and an arq worker.
+
+Every test run builds one template database by running the migrations; each test that asks for
+``db_url`` gets its own ``CREATE DATABASE … TEMPLATE`` copy, so tests never see each other's rows.
+Nothing of our own storage is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import uvicorn
+from arq.worker import Worker
+from redis.asyncio import Redis
+
+from shared.config import Settings
+from shared.db import connect, migrate
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_DSN = os.environ.get("PYLOTA_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("PYLOTA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def kit_path() -> Path | None:
+    """The team kit (``PYLOTA_KIT``, default ``../shared`` beside the repository), if present."""
+    path = Path(os.environ.get("PYLOTA_KIT", ROOT.parent / "shared"))
+    return path if (path / "corpus").is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def kit() -> Path:
+    """The team kit's path; skips the test with the reason when the kit is absent."""
+    path = kit_path()
+    if path is None:
+        pytest.skip("team kit not found: set PYLOTA_KIT to the kit folder (default ../shared)")
+    return path
+
+
+def _dsn(name: str) -> str:
+    return ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="session")
+async def template_db() -> AsyncIterator[str]:
+    """A migrated database used as the template of every test database."""
+    name = f"pylota_tpl_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    conn = await connect(_dsn(name))
+    await migrate(conn)
+    await conn.close()
+    try:
+        yield name
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def _fresh_db(template: str) -> tuple[str, str]:
+    name = f"pylota_t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await admin.close()
+    return name, _dsn(name)
+
+
+async def _drop_db(name: str) -> None:
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def db_url(template_db: str) -> AsyncIterator[str]:
+    """A fresh migrated database for one test."""
+    name, dsn = await _fresh_db(template_db)
+    yield dsn
+    await _drop_db(name)
+
+
+@pytest.fixture
+async def conn(db_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection (with the project's codecs) to the test's own database."""
+    c = await connect(db_url)
+    yield c
+    await c.close()
+
+
+@pytest.fixture(scope="session")
+async def redis() -> AsyncIterator[Redis]:
+    """A client of the real Redis."""
+    client = Redis.from_url(REDIS_URL)
+    await client.ping()
+    yield client
+    await client.aclose()
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def settings_for(db_url: str, **overrides: object) -> Settings:
+    """Settings of a test stack on ``db_url`` and the test Redis."""
+    values: dict[str, object] = {"database_url": db_url, "redis_url": REDIS_URL,
+                                 "pm_api_host": "mail.pylota.test",
+                                 "pm_hash_key": "test-hash-key", "pm_log_level": "info"}
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def running_front(settings: Settings, **app_kwargs: object) -> AsyncIterator[str]:
+    """Serve ``create_app(settings)`` on a real uvicorn; yields the ``/mcp`` URL."""
+    from front.app import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, **app_kwargs), host="127.0.0.1",
+                                           port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    async with asyncio.timeout(15):
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        async with asyncio.timeout(15):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
+    """Run a real arq worker on the interactive queue in this process."""
+    from workers.settings import worker_settings
+
+    worker = Worker(**{**worker_settings(settings), "handle_signals": False})
+    task = asyncio.create_task(worker.async_run())
+    try:
+        yield worker
+    finally:
+        await worker.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,240 @@
+"""``shared.mail.parse``: raw bytes to ParsedMessage, on our fixtures and on the kit's real mail."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from shared.mail.model import Address, ParsedMessage
+from shared.mail.parse import CHARSET_ALIASES, MAX_HEADER_CHARS, MAX_HEADERS, parse_message
+from shared.mail.sources import iter_sources
+
+
+def _parse(path: Path) -> ParsedMessage:
+    return parse_message(path.read_bytes())
+
+
+# Our fixtures ------------------------------------------------------------------------------------
+
+
+def test_rfc2047_headers_and_addresses(fixtures: Path) -> None:
+    msg = _parse(fixtures / "rfc2047_subject.eml")
+    assert msg.subject == "Résumé des décisions €"
+    assert msg.from_ == Address(address="juergen.mueller@example.de", name="Jürgen Müller")
+    assert msg.to == [
+        Address(address="team@example.com", name="Team"),
+        Address(address="rene@example.com", name="René"),
+    ]
+    assert msg.cc == []  # an empty group is no address
+    assert msg.message_id == "abc.123@mail.example.de"
+    assert msg.sent_at == datetime(2024, 3, 5, 13, 30, tzinfo=UTC)
+    assert msg.text == "Grüße aus München.\n"
+    assert msg.defects == []
+
+
+def test_latin1_label_is_read_as_windows_1252(fixtures: Path) -> None:
+    # 0x80 and 0x96 are C1 controls in ISO-8859-1 but "€" and "–" in windows-1252 (WHATWG).
+    assert _parse(fixtures / "latin1_euro.eml").text == "Café costs 5 € – cheap.\n"
+
+
+def test_ks_c_5601_1987_body_and_subject(fixtures: Path) -> None:
+    msg = _parse(fixtures / "ks_c_5601.eml")
+    assert msg.subject == "회의"
+    assert msg.text == "안녕하세요, 회의는 내일입니다."
+    assert msg.sent_at == datetime(2024, 3, 7, 1, 0, tzinfo=UTC)
+
+
+def test_html_only_body_is_rendered(fixtures: Path) -> None:
+    text = _parse(fixtures / "html_only.eml").text
+    assert text.startswith("# Spring sale\n\nPrices **down** 20")
+    assert "[the sale](https://example.com/sale)" in text  # inline, no reference list
+    assert "tracker" not in text  # images ignored
+    assert "<" not in text
+
+
+def test_attachments_are_byte_exact(fixtures: Path) -> None:
+    msg = _parse(fixtures / "attachment.eml")
+    assert msg.text == "See the report."  # text/plain wins over the text/html alternative
+    data, logo, inner = msg.attachments
+    assert (data.filename, data.content_type, data.disposition) == (
+        "résultats 2024.bin", "application/octet-stream", "attachment")
+    assert data.content == bytes(range(256)) * 3
+    assert (logo.filename, logo.disposition, logo.content_id) == (
+        "logo été.png", "inline", "logo@example.com")
+    assert logo.content == b"\x89PNG\r\n\x1a\n"
+    assert inner.content_type == "message/rfc822" and inner.filename is None
+    assert parse_message(inner.content).subject == "Inner"
+    # part_index counts every part depth-first: 0 mixed, 1 alternative, 2 plain, 3 html, ...
+    assert [a.part_index for a in msg.attachments] == [4, 5, 6]
+
+
+def test_ids_that_are_not_msg_ids_become_defects(fixtures: Path) -> None:
+    msg = _parse(fixtures / "reply_yes.eml")
+    assert msg.in_reply_to == []
+    assert msg.references == ["a@example.com", "b@example.com", "c@example.com"]
+    assert msg.message_id == "no-brackets@example.com"  # bare but has an "@": accepted
+    assert "In-Reply-To: '<yes>' is not a msg-id" in msg.defects
+    assert "References: '<nope>' is not a msg-id" in msg.defects
+
+
+def test_broken_date_is_none_with_defect(fixtures: Path) -> None:
+    msg = _parse(fixtures / "reply_yes.eml")
+    assert msg.sent_at is None
+    assert "Date: unparseable 'not a date at all'" in msg.defects
+
+
+def test_naive_date_is_utc_and_offsets_convert() -> None:
+    naive = parse_message(b"Date: Mon, 11 Mar 2024 10:00:00 -0000\n\nx\n")
+    assert naive.sent_at == datetime(2024, 3, 11, 10, 0, tzinfo=UTC)
+    offset = parse_message(b"Date: Mon, 11 Mar 2024 10:00:00 +0530\n\nx\n")
+    assert offset.sent_at == datetime(2024, 3, 11, 4, 30, tzinfo=UTC)
+
+
+def test_8bit_headers_fall_back_to_utf8_then_windows_1252() -> None:
+    msg = parse_message(
+        b"From: \xc9milie <EMILIE@example.com>\nSubject: caf\xc3\xa9\nTo: Jos\xe9 <jose@example.com>\n\n"
+    )
+    assert msg.subject == "café"
+    assert msg.from_ == Address(address="emilie@example.com", name="Émilie")
+    assert msg.to == [Address(address="jose@example.com", name="José")]
+    assert "From: undecodable text; read as compat32" in msg.defects
+
+
+def test_unknown_charset_word_and_body() -> None:
+    msg = parse_message(
+        b"Subject: =?x-unknown?q?Mobilit=C3=A9?= ok\n"
+        b"Content-Type: text/plain; charset=x-unknown\n\nEnvoy\xe9\n"
+    )
+    assert msg.subject == "Mobilité ok"
+    assert msg.text == "Envoyé\n"
+
+
+def test_charset_aliases_name_real_codecs() -> None:
+    import codecs
+
+    for label, codec in CHARSET_ALIASES.items():
+        assert codec is None or codecs.lookup(codec), label
+    assert CHARSET_ALIASES["ks_c_5601-1987"] == "cp949"
+    assert CHARSET_ALIASES["iso-8859-8-i"] == "iso-8859-8"
+
+
+def test_headers_are_kept_in_order_and_bounded() -> None:
+    raw = b"".join(b"X-N: %d\n" % i for i in range(MAX_HEADERS + 5)) + b"X-Long: " + b"a" * 3000
+    msg = parse_message(raw + b"\n\nbody\n")
+    assert len(msg.headers) == MAX_HEADERS
+    assert msg.headers[:2] == [("X-N", "0"), ("X-N", "1")]
+    assert f"headers: kept the first {MAX_HEADERS} of {MAX_HEADERS + 6}" in msg.defects
+    long = parse_message(b"X-Long: " + b"a" * 3000 + b"\n\nbody\n")
+    assert long.headers == [("X-Long", "a" * MAX_HEADER_CHARS)]
+
+
+def test_nul_is_replaced_in_text() -> None:
+    msg = parse_message(b"Subject: a\x00b\n\nbinary \x00 byte\n")
+    assert (msg.subject, msg.text) == ("a\ufffdb", "binary \ufffd byte\n")
+
+
+def test_garbage_never_raises() -> None:
+    for raw in (b"", b"\x00\xff" * 100, b"Content-Type: multipart/mixed\n\n--x\n", b":::\n\n",
+                b"From: <>, @, \"\" <@>\nTo: ;;;\n\n"):
+        msg = parse_message(raw)
+        assert isinstance(msg, ParsedMessage)
+        assert msg.from_ is None and msg.to == []
+
+
+# The kit's corpus --------------------------------------------------------------------------------
+
+
+def test_every_kit_single_parses(corpus: Path) -> None:
+    parsed = 0
+    for item in iter_sources([corpus / "singles"]):
+        if item.raw is None:
+            continue
+        msg = parse_message(item.raw)
+        assert not any(d.startswith("unparseable") for d in msg.defects), item.origin
+        parsed += 1
+    assert parsed == 504
+
+
+def _single(corpus: Path, name: str) -> ParsedMessage:
+    [item] = iter_sources([corpus / "singles" / name])
+    assert item.raw is not None
+    return parse_message(item.raw)
+
+
+def test_kit_rfc2047_subjects_and_names(corpus: Path) -> None:
+    msg = _single(corpus, "flanker/bilingual-simple.eml")
+    assert msg.subject == "Simple text. How are you? Как ты поживаешь?"
+    assert msg.text.startswith("This line is in English\nА эта линия по-русски.\n")
+    base = _single(corpus, "imap_tools/base.eml")
+    assert base.subject == "Соберите всю почту в этот ящик"
+    assert base.from_ == Address(address="hello@yandex.ru", name="Яндекс")
+
+
+def test_kit_ks_c_5601_body_matches_cp949_decode(corpus: Path) -> None:
+    path = corpus / "singles/imap_tools/multi_charset/ks_c_5601-1987.eml"
+    payload = email.message_from_bytes(path.read_bytes()).get_payload(decode=True)
+    assert _parse(path).text == payload.decode("cp949").replace("\r\n", "\n") == "스티해\n"
+
+
+def test_kit_mislabelled_utf8_bodies(corpus: Path) -> None:
+    # Labelled gb2312 and x-mac-cyrillic, both actually UTF-8.
+    assert _single(corpus, "spamscope-mail-parser/mail_test_12.eml").text.startswith("你好！我公司")
+    assert "ACADEMIC NEWSLETTER #11 | March 2019" in _single(
+        corpus, "php-mime-mail-parser/issue230.eml").text
+    assert "–" in _single(corpus, "php-mime-mail-parser/issue230.eml").text
+
+
+def test_kit_x_unknown_body(corpus: Path) -> None:
+    text = _single(corpus, "imap_tools/plain_emails/raw_email10.eml").text
+    assert "Envoyé par le service de messagerie texte de Bell Mobilité." in text
+
+
+def test_kit_html_only_is_rendered(corpus: Path) -> None:
+    text = _single(corpus, "imap_tools/base.eml").text
+    assert text.startswith("Соберите письма из других почтовых ящиков")
+    assert "<div" not in text and "<td" not in text
+
+
+def _stdlib_attachments(path: Path) -> dict[str, bytes]:
+    msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.compat32)
+    return {p.get_filename(): p.get_payload(decode=True) for p in msg.walk() if p.get_filename()}
+
+
+def test_kit_pdf_attachment_is_byte_exact(corpus: Path) -> None:
+    path = corpus / "singles/flanker/attached-pdf.eml"
+    [pdf] = _parse(path).attachments
+    assert (pdf.filename, pdf.content_type, len(pdf.content)) == ("test.pdf", "application/pdf", 6940)
+    assert pdf.content.startswith(b"%PDF-")
+    expected = _stdlib_attachments(path)["test.pdf"]
+    assert hashlib.sha256(pdf.content).hexdigest() == hashlib.sha256(expected).hexdigest()
+
+
+def test_kit_many_attachments_and_rfc2231_names(corpus: Path) -> None:
+    path = corpus / "singles/php-mime-mail-parser/issue408.eml"
+    msg = _parse(path)
+    assert len(msg.attachments) == 328
+    assert {a.filename: a.content for a in msg.attachments} == _stdlib_attachments(path)
+    korean = _single(corpus, "php-mime-mail-parser/m0018.eml")
+    assert [a.filename for a in korean.attachments] == ["사진.JPG", "ATT00001.txt"]
+
+
+def test_kit_lkml_maildir_and_mbox_agree(corpus: Path) -> None:
+    folder = corpus / "mailboxes/notmuch-lkml"
+    texts: list[dict[str | None, set[str]]] = []
+    for source in (folder / "maildir", folder / "notmuch-lkml.mbox"):
+        by_id: dict[str | None, set[str]] = defaultdict(set)
+        count = 0
+        for item in iter_sources([source]):
+            assert item.raw is not None
+            msg = parse_message(item.raw)
+            by_id[msg.message_id].add(msg.text)
+            count += 1
+        assert (count, len(by_id)) == (210, 176)
+        assert None not in by_id
+        texts.append(by_id)
+    # The mbox holds the maildir's bytes (LF, mboxrd-escaped), so every text is identical.
+    assert texts[0] == texts[1]
