@@ -209,3 +209,7 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
                f"failed {len(summary.failed)}, stored with parse defects {summary.with_defects}")
     for failure in summary.failed:
         click.echo(f"  failed: {failure.origin}: {failure.reason}")
+
+
+if __name__ == "__main__":
+    main()

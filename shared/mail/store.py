@@ -43,6 +43,14 @@ def _addresses(items: list[Address]) -> list[dict[str, str]]:
     return [msgspec.to_builtins(a) for a in items]
 
 
+def _dedupe_key(message_id: str | None, raw: bytes) -> str:
+    # The same message read from a maildir and from an mbox differs only in line endings and
+    # trailing blank lines; those do not make it a different message.
+    normal = raw.replace(b"\r\n", b"\n").rstrip(b"\n")
+    digest = hashlib.sha256(normal).hexdigest()
+    return f"mid:{message_id}|sha:{digest}" if message_id else f"sha:{digest}"
+
+
 async def own_addresses(conn: asyncpg.Connection, identity_id: str) -> set[str]:
     """The identity's addr-specs, active and retiring."""
     rows = await conn.fetch(
@@ -135,15 +143,16 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
                          status: str = "received") -> StoreOutcome:
     """Store one parsed message with its raw bytes, attachments and contacts, and thread it.
 
-    De-duplication: a message whose Message-ID is already stored in the identity, or which has no
-    Message-ID and the same SHA-256 as a stored one, is a duplicate and stores nothing.
+    De-duplication: a message with the same Message-ID and the same content as a stored one of
+    the identity is a duplicate and stores nothing (see :func:`_dedupe_key`). Two different
+    messages that share a Message-ID (test suites, broken mailers) are both kept.
     Direction is ``outbound`` when the sender is one of the identity's addresses.
 
     Returns:
         The stored (or already stored) message and thread ids.
     """
     content_hash = hashlib.sha256(raw).digest()
-    dedupe_key = f"mid:{parsed.message_id}" if parsed.message_id else f"sha:{content_hash.hex()}"
+    dedupe_key = _dedupe_key(parsed.message_id, raw)
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
         existing = await conn.fetchrow(
@@ -153,7 +162,7 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
             same = existing["content_hash"] == content_hash
             return StoreOutcome(
                 message_id=existing["id"], thread_id=existing["thread_id"], duplicate=True,
-                duplicate_reason="same bytes" if same else "same Message-ID, different bytes",
+                duplicate_reason="same bytes" if same else "same message, other line endings",
             )
         received = datetime.now(timezone.utc)
         when = parsed.sent_at or received

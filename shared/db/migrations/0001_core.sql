@@ -119,7 +119,7 @@ CREATE TABLE messages (
     status           text NOT NULL DEFAULT 'received'
                      CHECK (status IN ('received', 'queued', 'sent', 'failed', 'unparsed')),
     content_hash     bytea NOT NULL,       -- SHA-256 of the raw bytes
-    dedupe_key       text NOT NULL,        -- 'mid:' + Message-ID, or 'sha:' + content hash
+    dedupe_key       text NOT NULL,        -- Message-ID and SHA-256 of the normalised bytes
     parse_defects    text[] NOT NULL DEFAULT '{}',
     has_attachment   boolean NOT NULL DEFAULT false,
     created_at       timestamptz NOT NULL DEFAULT now(),
