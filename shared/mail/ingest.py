@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncpg
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from shared.events import NewMail, publish_new_mail
+from shared.logs import get_logger
 from shared.mail.parse import parse_message
 from shared.mail.quotes import new_text, snippet
 from shared.mail.store import StoreOutcome, insert_message
 
 __all__ = ["ingest_raw"]
+
+log = get_logger("shared.mail.ingest")
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
@@ -31,6 +35,11 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
                                    snippet=snippet(fresh or parsed.text), status=status)
     if not outcome.duplicate and redis is not None:
-        await publish_new_mail(redis, identity_id,
-                               NewMail(message_id=outcome.message_id, thread_id=outcome.thread_id))
+        try:
+            await publish_new_mail(redis, identity_id, NewMail(message_id=outcome.message_id,
+                                                               thread_id=outcome.thread_id))
+        except RedisError:
+            # The message is stored; only a live mail_wait misses it (losing Redis loses no mail).
+            log.warning("new_mail_not_announced", identity_id=identity_id,
+                        message_id=outcome.message_id)
     return outcome, parsed.defects

@@ -96,18 +96,17 @@ async def _choose_thread(conn: asyncpg.Connection, identity_id: str, parsed: Par
 
 
 async def _refresh_thread(conn: asyncpg.Connection, thread_id: str) -> None:
-    # The thread's subject is its earliest message's; counts and bounds are recomputed from
-    # rows so that merges cannot leave them stale.
+    # The thread's subject is its root's (a message naming no other), else its earliest
+    # message's; counts and bounds are recomputed from rows so merges cannot leave them stale.
     await conn.execute(
         """UPDATE threads t SET
              message_count = s.n, first_at = s.first_at, last_at = s.last_at,
-             subject = coalesce(s.first_subject, t.subject),
-             subject_key = coalesce(s.first_key, t.subject_key)
+             subject = coalesce(s.first_subject, t.subject)
            FROM (SELECT count(*) AS n,
                         min(coalesce(sent_at, received_at)) AS first_at,
                         max(coalesce(sent_at, received_at)) AS last_at,
-                        (array_agg(subject ORDER BY coalesce(sent_at, received_at), id))[1] AS first_subject,
-                        NULL::text AS first_key
+                        (array_agg(subject ORDER BY cardinality(in_reply_to) + cardinality("references") = 0 DESC,
+                                   coalesce(sent_at, received_at), id))[1] AS first_subject
                  FROM messages WHERE thread_id = $1) s
            WHERE t.id = $1""",
         thread_id,

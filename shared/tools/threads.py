@@ -68,7 +68,7 @@ async def run(ctx: ToolContext, args: GetThreadArgs) -> ThreadResult:
     result = ThreadResult(**msgspec.structs.asdict(page))
     for message in result.messages:
         result.truncated |= budget_message(message, THREAD_MESSAGE_CHARS)
-    if dropped := drop_to_fit(result, result.messages):
+    if drop_to_fit(result, result.messages):
         result.truncated = True
         more = True
     if more:

@@ -23,7 +23,7 @@ from shared.mail.ingest import ingest_raw
 from shared.mail.sources import iter_sources
 from shared.tenancy.store import create_identity
 from tests.conftest import running_front, running_worker, settings_for
-from tests.e2e.helpers import pylota, sdk_client, tenant_with_identity
+from tests.e2e.harness import pylota, sdk_client, tenant_with_identity
 
 MSG_ID = re.compile(r"<([^<>@\s]+@[^<>\s]+)>")
 

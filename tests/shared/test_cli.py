@@ -1,0 +1,73 @@
+"""The admin commands as a user runs them: output on stdout, errors on stderr with the fix."""
+
+from __future__ import annotations
+
+import msgspec
+
+from shared.auth.keys import authenticate
+from shared.auth.permissions import KeyLevel, Permission
+from tests.e2e.harness import pylota
+
+
+async def test_tenant_identity_and_key_by_name(db_url, conn):
+    tenant = pylota(db_url, "tenants", "create", "Acme Fleet")
+    assert tenant.returncode == 0, tenant.stderr
+    tenant_id = tenant.stdout.strip()
+    assert tenant_id.startswith("ten_") and len(tenant_id) == 30
+
+    identity = pylota(db_url, "identities", "create", "--tenant", "Acme Fleet",
+                      "--address", "Desk@Acme.Example", "--json")
+    assert identity.returncode == 0, identity.stderr
+    created = msgspec.json.decode(identity.stdout)
+    assert created["tenant_id"] == tenant_id
+    assert created["addresses"] == ["desk@acme.example"]
+
+    key = pylota(db_url, "keys", "create", "--tenant", tenant_id, "--identity",
+                 "desk@acme.example", "--permissions", "search:read,messages:read")
+    assert key.returncode == 0, key.stderr
+    lines = key.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pmk_live_")
+    principal = await authenticate(conn, f"Bearer {lines[0]}")
+    assert principal.level is KeyLevel.IDENTITY
+    assert principal.identity_id == created["id"]
+    assert principal.permissions == {Permission.SEARCH_READ, Permission.MESSAGES_READ}
+    stored = await conn.fetchval("SELECT count(*) FROM api_keys WHERE token_hint LIKE 'pmk_live_%'")
+    assert stored == 1
+    assert await conn.fetchval(
+        "SELECT count(*) FROM api_keys WHERE position($1::bytea in token_hash) > 0",
+        lines[0].encode()) == 0
+
+    as_json = msgspec.json.decode(pylota(db_url, "keys", "create", "--tenant", "Acme Fleet",
+                                         "--permissions", "all", "--json").stdout)
+    assert as_json["token"].startswith("pmk_live_")
+    assert as_json["identity_id"] is None
+    assert set(as_json["permissions"]) == {p.value for p in Permission}
+
+
+def test_errors_name_the_field_and_the_fix(db_url):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    again = pylota(db_url, "tenants", "create", "Acme")
+    assert again.returncode == 2
+    assert "exists already" in again.stderr and "fix:" in again.stderr
+
+    zone = pylota(db_url, "tenants", "create", "Other", "--time-zone", "Mars/Olympus")
+    assert zone.returncode == 2 and "Unknown time zone" in zone.stderr
+
+    address = pylota(db_url, "identities", "create", "--tenant", "Acme", "--address", "not-an-address")
+    assert address.returncode == 2 and "is not an addr-spec" in address.stderr
+
+    missing = pylota(db_url, "identities", "create", "--tenant", "Nope", "--address", "a@b.example")
+    assert missing.returncode == 2 and "No tenant 'Nope'" in missing.stderr
+
+    perms = pylota(db_url, "keys", "create", "--tenant", "Acme", "--permissions", "mail:everything")
+    assert perms.returncode == 2
+    assert "--permissions" in perms.stderr and "messages:read" in perms.stderr
+    assert perms.stdout == ""
+
+
+def test_import_reports_an_unknown_identity(db_url, tmp_path):
+    eml = tmp_path / "one.eml"
+    eml.write_bytes(b"From: a@b.example\r\nSubject: hi\r\n\r\nbody\r\n")
+    done = pylota(db_url, "import", "--identity", "ghost@nowhere.example", str(eml))
+    assert done.returncode == 2
+    assert "No identity 'ghost@nowhere.example'" in done.stderr

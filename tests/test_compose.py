@@ -1,0 +1,80 @@
+"""compose.yaml cannot be run here (no Docker engine), so it is checked by reading it: every
+service our image runs calls a command the project really has, and the wiring makes sense."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import click
+import yaml
+
+from shared.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+def resolve(argv: list[str]) -> click.Command:
+    """The click command ``argv`` (after ``pylota``) names; fails if any word is unknown."""
+    command: click.Command = main
+    ctx = click.Context(main)
+    for word in argv:
+        if word.startswith("-"):
+            break
+        assert isinstance(command, click.Group), f"{command.name} has no subcommand {word}"
+        sub = command.get_command(ctx, word)
+        assert sub is not None, f"pylota has no command {' '.join(argv)}"
+        command = sub
+    return command
+
+
+def test_every_project_command_exists():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["pylota"] == "shared.cli:main"
+    services = compose()["services"]
+    ours = {name: s for name, s in services.items() if s.get("build") == "."}
+    assert set(ours) == {"migrate", "front", "worker"}
+    for name, service in ours.items():
+        argv = service["command"]
+        assert argv[0] == "pylota", name
+        command = resolve(argv[1:])
+        options = {o for p in command.params for o in getattr(p, "opts", [])}
+        for flag in (a.split("=")[0] for a in argv[1:] if a.startswith("--")):
+            assert flag in options, f"{name}: pylota {argv[1]} has no {flag}"
+    health = services["worker"]["healthcheck"]["test"]
+    assert health[1] == "pylota"
+    assert "--check" in {o for p in resolve(health[2:]).params for o in p.opts}
+
+
+def test_services_wait_for_what_they_need():
+    services = compose()["services"]
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in ("front", "worker"):
+        needs = services[name]["depends_on"]
+        assert needs["migrate"]["condition"] == "service_completed_successfully"
+        assert needs["redis"]["condition"] == "service_healthy"
+        # the same variables everywhere, and nothing that pins a worker to one instance
+        assert services[name]["environment"] is services["migrate"]["environment"]
+        assert "container_name" not in services[name]
+    assert "ports" not in services["worker"], "workers must scale: --scale worker=N"
+    for name in ("postgres", "redis", "front", "worker"):
+        assert "healthcheck" in services[name], name
+
+
+def test_environment_names_are_settings():
+    from shared.config import Settings
+
+    env = compose()["services"]["front"]["environment"]
+    fields = {f.upper() for f in Settings.__struct_fields__}
+    assert set(env) <= fields
+    assert {"DATABASE_URL", "REDIS_URL", "PM_HASH_KEY", "PM_API_HOST"} <= set(env)
+
+
+def test_dockerfile_copies_the_packages_the_commands_import():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for package in ("shared", "front", "workers"):
+        assert f"COPY {package} ./{package}" in dockerfile
