@@ -206,7 +206,8 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
         click.echo(msgspec.json.encode(summary).decode())
         return
     click.echo(f"imported {summary.imported}, duplicates {summary.duplicates}, "
-               f"failed {len(summary.failed)}, stored with parse defects {summary.with_defects}")
+               f"failed {len(summary.failed)}, stored with parse defects "
+               f"{len(summary.with_defects)} (listed by --json)")
     for failure in summary.failed:
         click.echo(f"  failed: {failure.origin}: {failure.reason}")
 

@@ -18,23 +18,24 @@ from tqdm import tqdm
 from shared.mail.ingest import ingest_raw
 from shared.mail.sources import iter_sources
 
-__all__ = ["ImportSummary", "Failure", "import_paths"]
+__all__ = ["ImportSummary", "Report", "import_paths"]
 
 
-class Failure(msgspec.Struct, frozen=True):
-    """A file or message that was not stored, and why."""
+class Report(msgspec.Struct, frozen=True):
+    """Where a message came from (``file`` or ``file#n``) and what went wrong with it."""
 
     origin: str
     reason: str
 
 
 class ImportSummary(msgspec.Struct, kw_only=True):
-    """Counts of one import. ``with_defects`` messages were stored but parsed imperfectly."""
+    """One import: counts, files or messages not stored (``failed``), and messages stored
+    although they parsed imperfectly (``with_defects``, with their first defect)."""
 
     imported: int = 0
     duplicates: int = 0
-    with_defects: int = 0
-    failed: list[Failure] = []
+    failed: list[Report] = []
+    with_defects: list[Report] = []
 
 
 async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
@@ -53,17 +54,18 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
         for item in iter_sources(list(paths), mboxrd=mboxrd):
             bar.update(1)
             if item.raw is None:
-                summary.failed.append(Failure(item.origin, item.problem or "unreadable"))
+                summary.failed.append(Report(item.origin, item.problem or "unreadable"))
                 continue
             if not item.raw.strip():
-                summary.failed.append(Failure(item.origin, "empty message"))
+                summary.failed.append(Report(item.origin, "empty message"))
                 continue
             outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw)
             if outcome.duplicate:
                 summary.duplicates += 1
             else:
                 summary.imported += 1
-                summary.with_defects += bool(defects)
+                if defects:
+                    summary.with_defects.append(Report(item.origin, defects[0]))
     finally:
         bar.close()
     return summary

@@ -103,6 +103,9 @@ async def test_importing_every_single_ends_with_each_message_stored_or_reported(
     assert all(f["reason"] for f in summary["failed"])
     stored = await conn.fetchval("SELECT count(*) FROM messages")
     assert stored == summary["imported"]
+    defective = await conn.fetchval("SELECT count(*) FROM messages WHERE parse_defects <> '{}'")
+    assert defective == len(summary["with_defects"]) > 50
+    assert all(d["origin"].startswith(str(singles)) and d["reason"] for d in summary["with_defects"])
     # raw bytes are kept byte-exact for every stored message
     mismatched = await conn.fetchval(
         "SELECT count(*) FROM messages m JOIN raw_messages r ON r.message_id = m.id"
