@@ -211,3 +211,31 @@ async def test_key_without_messages_read_cannot_see_or_call_get_message(lkml_sta
         with pytest.raises(MCPError) as raised:
             await client.call_tool("mail_get_message", {"message_id": message_id})
     assert raised.value.error.code == INVALID_PARAMS
+
+
+async def test_closing_the_stream_cancels_the_wait_job(lkml_stack, redis):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "mail_wait", "arguments": {"timeout_seconds": 60},
+                       "_meta": {"progressToken": "tok-7"}}}
+    headers = {"Authorization": f"Bearer {lkml_stack['token']}",
+               "MCP-Protocol-Version": "2025-11-25",
+               "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        async with http.stream("POST", lkml_stack["url"], json=body, headers=headers) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            assert response.headers["cache-control"] == "no-store"
+            async with asyncio.timeout(10):
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        progress = msgspec.json.decode(line[5:])
+                        break
+            assert progress["method"] == "notifications/progress"
+            assert progress["params"]["progressToken"] == "tok-7"
+            assert progress["params"]["total"] == 60
+            assert await redis.keys("arq:in-progress:*")
+    # the client went away: the job stops at its next checkpoint, long before its 60 s
+    async with asyncio.timeout(10):
+        while await redis.keys("arq:in-progress:*"):
+            await asyncio.sleep(0.1)
+    assert await redis.keys("pylota:cancel:*")
