@@ -9,6 +9,7 @@ the one place that decides whether a method exists, and the one place that rende
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -19,14 +20,14 @@ from shared import guide
 from shared.auth.keys import Principal
 from shared.errors import ErrorCode, PylotaError
 from shared.logs import get_logger, query_hash
-from shared.tools.context import ToolContext
+from shared.tools.context import Progress, ToolContext, no_progress
 from shared.tools.registry import ToolSpec, output_schema
 
 if TYPE_CHECKING:
     from front.app import Resources
 
 __all__ = ["Reply", "Failure", "StreamJob", "dispatch", "tool_result", "tool_error",
-           "SERVER_INFO", "CAPABILITIES"]
+           "visible_tools", "SERVER_INFO", "CAPABILITIES", "LIST_TTL_MS"]
 
 log = get_logger("front.mcp")
 
@@ -53,12 +54,18 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class StreamJob(msgspec.Struct, frozen=True, kw_only=True):
-    """A worker tool call, checked and ready to enqueue (DESIGN.md section 2)."""
+    """A worker tool call, checked and ready to enqueue (DESIGN.md section 2).
+
+    ``log_fields`` are the tool-call log fields so far (spec section 7); the transport logs the
+    call's line when the job ends, with ``started`` (``time.monotonic()``) for its duration.
+    """
 
     tool: str
     function: str
     payload: bytes
     timeout_seconds: float
+    log_fields: dict[str, Any]
+    started: float
 
 
 def _modern_meta() -> dict[str, Any]:
@@ -69,19 +76,45 @@ def _tool_entry(spec: ToolSpec) -> p.Tool:
     a = spec.annotations
     return p.Tool(
         name=spec.name, title=spec.title, description=spec.description,
-        input_schema=spec.input_schema, output_schema=output_schema(spec.result),
+        input_schema=spec.input_schema,
+        output_schema=None if spec.result is None else output_schema(spec.result),
         annotations=p.ToolAnnotations(title=spec.title, read_only_hint=a.read_only,
                                       destructive_hint=a.destructive,
                                       idempotent_hint=a.idempotent, open_world_hint=a.open_world),
     )
 
 
-def tool_result(result: msgspec.Struct | dict[str, Any], modern: bool) -> p.CallToolResult:
-    """A successful call: structuredContent plus the same object as compact JSON text (spec 4.2)."""
-    body = msgspec.to_builtins(result)
+def visible_tools(tools: Sequence[ToolSpec], principal: Principal) -> list[ToolSpec]:
+    """The tools ``principal`` may see and call: it holds the tool's permission and its key level
+    is allowed (spec section 3, DESIGN.md section 5.2). Registry order, so lists are stable."""
+    return [t for t in tools
+            if t.permission in principal.permissions and principal.level in t.levels]
+
+
+def tool_result(outcome: msgspec.Struct | dict[str, Any] | list[msgspec.Struct],
+                modern: bool) -> p.CallToolResult:
+    """A successful call (spec section 4.2).
+
+    A result object becomes ``structuredContent`` plus the same object as compact JSON text. A
+    list of content blocks (a tool registered with ``result=None``) is sent as the content, with
+    no ``structuredContent``.
+
+    Raises:
+        TypeError: the outcome is neither an object nor content blocks (a tool bug, rendered by
+            the caller as ``internal``), so ``structuredContent`` is never anything but an object.
+    """
+    meta = _modern_meta() if modern else None
+    result_type: p.ResultType | None = "complete" if modern else None
+    if isinstance(outcome, list):
+        if not all(isinstance(block, p.CONTENT_BLOCK_TYPES) for block in outcome):
+            raise TypeError("a content tool returned something other than content blocks")
+        return p.CallToolResult(content=list(outcome), result_type=result_type, meta=meta)
+    body = msgspec.to_builtins(outcome)
+    if not isinstance(body, dict):
+        raise TypeError(f"a tool result must be an object, not {type(body).__name__}")
     return p.CallToolResult(
         content=[p.TextContent(text=msgspec.json.encode(body).decode())], structured_content=body,
-        result_type="complete" if modern else None, meta=_modern_meta() if modern else None)
+        result_type=result_type, meta=meta)
 
 
 def tool_error(error: PylotaError, request_id: str, modern: bool) -> p.CallToolResult:
@@ -102,13 +135,23 @@ def _validation_error(exc: msgspec.ValidationError) -> PylotaError:
                        details={"path": path})
 
 
-async def _call_tool(res: Resources, principal: Principal, route: Route, request_id: str
-                     ) -> Reply | Failure | StreamJob:
+def _elapsed_ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
+
+
+async def _call_tool(res: Resources, principal: Principal, route: Route, request_id: str,
+                     progress: Progress) -> Reply | Failure | StreamJob:
+    """``tools/call``: find the tool among those visible to the key, decode the arguments into its
+    Struct once, charge its bucket, run it inline or hand back the worker job.
+
+    Logs one ``tool_call`` line per inline call (spec section 7): method, tool, key id, identity
+    id, request id, duration, outcome, error code and, for a call with a string ``q``, its
+    ``query_hash``. Never the arguments.
+    """
     name = route.params.get("name")
     arguments = route.params.get("arguments", {})
     modern = route.era == "modern"
-    visible = {t.name: t for t in res.tools
-               if t.permission in principal.permissions and principal.level in t.levels}
+    visible = {t.name: t for t in visible_tools(res.tools, principal)}
     spec = visible.get(name) if isinstance(name, str) else None
     if spec is None:
         # A forbidden tool and a missing one get the same answer (spec section 3).
@@ -132,25 +175,25 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
         if spec.bucket is not None:
             await res.limits.charge(spec.bucket, principal.key_id)
         ctx = ToolContext(pool=res.pool, redis=res.redis, settings=res.settings,
-                          principal=principal, request_id=request_id)
+                          principal=principal, request_id=request_id, progress=progress)
         outcome = await spec.handler(ctx, args)
+        if spec.runs_on == "worker":
+            return StreamJob(tool=spec.name, function=spec.name,
+                             payload=msgspec.json.encode(outcome),
+                             timeout_seconds=float(getattr(args, "timeout_seconds", 60)),
+                             log_fields=fields, started=started)
+        reply = Reply(tool_result(outcome, modern))
     except PylotaError as exc:
         log.info("tool_call", **fields, outcome="error", error_code=exc.code.value,
-                 duration_ms=round((time.monotonic() - started) * 1000, 1))
+                 duration_ms=_elapsed_ms(started))
         return Reply(tool_error(exc, request_id, modern))
     except Exception as exc:  # noqa: BLE001 - any other failure is rendered, never raised
-        log.error("tool_call", **fields, outcome="error", error_code="internal",
-                  exception=type(exc).__name__,
-                  duration_ms=round((time.monotonic() - started) * 1000, 1))
+        log.error("tool_call", **fields, outcome="error", error_code=ErrorCode.INTERNAL.value,
+                  exception=type(exc).__name__, duration_ms=_elapsed_ms(started))
         return Reply(tool_error(PylotaError(ErrorCode.INTERNAL, "The tool failed unexpectedly."),
                                 request_id, modern))
-    if spec.runs_on == "worker":
-        return StreamJob(tool=spec.name, function=spec.name,
-                         payload=msgspec.json.encode(outcome),
-                         timeout_seconds=float(getattr(args, "timeout_seconds", 60)))
-    log.info("tool_call", **fields, outcome="ok",
-             duration_ms=round((time.monotonic() - started) * 1000, 1))
-    return Reply(tool_result(outcome, modern))
+    log.info("tool_call", **fields, outcome="ok", duration_ms=_elapsed_ms(started))
+    return reply
 
 
 def _get_prompt(res: Resources, route: Route) -> Reply | Failure:
@@ -169,14 +212,17 @@ def _get_prompt(res: Resources, route: Route) -> Reply | Failure:
         return Failure(code=p.INVALID_PARAMS, message=f"Missing prompt argument: {missing[0]}",
                        http_status=400 if modern else 200)
     return Reply(p.GetPromptResult(
-        description=spec.description,
-        messages=[p.PromptMessage(role="user", content=p.TextContent(text=spec.render(arguments)))],
+        description=spec.description, messages=list(spec.render(arguments)),
         result_type="complete" if modern else None, meta=_modern_meta() if modern else None))
 
 
-async def dispatch(res: Resources, principal: Principal, route: Route, request_id: str
-                   ) -> Reply | Failure | StreamJob | None:
-    """Answer one routed message; None for a notification (202)."""
+async def dispatch(res: Resources, principal: Principal, route: Route, request_id: str,
+                   progress: Progress = no_progress) -> Reply | Failure | StreamJob | None:
+    """Answer one routed message; None for a notification (202).
+
+    ``progress`` is handed to an inline tool as ``ctx.progress``; the transport passes a reporter
+    that streams ``notifications/progress`` when the request asked for progress and accepts SSE.
+    """
     modern = route.era == "modern"
     method = route.method
     if route.is_notification:
@@ -194,8 +240,7 @@ async def dispatch(res: Resources, principal: Principal, route: Route, request_i
             capabilities=CAPABILITIES, ttl_ms=LIST_TTL_MS, cache_scope="private",
             instructions=guide.INSTRUCTIONS, meta=_modern_meta()))
     if method == "tools/list":
-        tools = [_tool_entry(t) for t in res.tools
-                 if t.permission in principal.permissions and principal.level in t.levels]
+        tools = [_tool_entry(t) for t in visible_tools(res.tools, principal)]
         if modern:
             return Reply(p.ListToolsResult(tools=tools, result_type="complete",
                                            ttl_ms=LIST_TTL_MS, cache_scope="private",
@@ -214,6 +259,6 @@ async def dispatch(res: Resources, principal: Principal, route: Route, request_i
     if method == "prompts/get":
         return _get_prompt(res, route)
     if method == "tools/call":
-        return await _call_tool(res, principal, route, request_id)
+        return await _call_tool(res, principal, route, request_id, progress)
     return Failure(code=p.METHOD_NOT_FOUND, message=f"Method not found: {method}",
                    http_status=404 if modern else 200)

@@ -140,6 +140,7 @@ class RejectionKind(StrEnum):
     PARSE_ERROR = "parse_error"
     INVALID_REQUEST = "invalid_request"
     UNAUTHENTICATED = "unauthenticated"
+    PARTNER_SUSPENDED = "partner_suspended"
     RATE_LIMITED = "rate_limited"
     INVALID_PARAMS = "invalid_params"
     HEADER_MISMATCH = "header_mismatch"
@@ -162,6 +163,8 @@ REJECTION_STATUS: Final[Mapping[RejectionKind, tuple[int, int | None]]] = Mappin
         RejectionKind.PARSE_ERROR: (400, PARSE_ERROR),
         RejectionKind.INVALID_REQUEST: (400, INVALID_REQUEST),
         RejectionKind.UNAUTHENTICATED: (401, SERVER_ERROR),
+        # Authentication succeeded but the key's partner is suspended (seed section 3).
+        RejectionKind.PARTNER_SUSPENDED: (403, SERVER_ERROR),
         RejectionKind.RATE_LIMITED: (429, SERVER_ERROR),
         RejectionKind.INVALID_PARAMS: (400, INVALID_PARAMS),
         RejectionKind.HEADER_MISMATCH: (400, HEADER_MISMATCH),
@@ -260,8 +263,9 @@ def check_origin(headers: Mapping[str, str], api_host: str) -> Rejection | None:
     """403 (error without id) for a foreign ``Origin`` or ``Host``; ``None`` otherwise.
 
     ``Origin``: when present it must be exactly ``https://{api_host}`` (seed section 2.1 step 2;
-    both revisions say a server MUST answer an invalid Origin with 403). Native clients and
-    Claude's cloud connectors send none.
+    both revisions say a server MUST answer an invalid Origin with 403), or, on a loopback
+    ``Host``, that host's own origin (:func:`_origin_allowed`). Native clients and Claude's cloud
+    connectors send none.
 
     ``Host`` guards against DNS rebinding: a page on ``evil.example`` whose name is re-pointed at
     127.0.0.1 reaches a local server with ``Host: evil.example`` and, being same-origin to the
@@ -274,18 +278,35 @@ def check_origin(headers: Mapping[str, str], api_host: str) -> Rejection | None:
     ``Host: evil.example.com``, success for the server's own loopback ``host:port``.
     """
     origin = headers.get("origin")
-    if origin is not None and origin.strip(_OWS).lower() != f"https://{api_host}".lower():
-        return reject(RejectionKind.FORBIDDEN_ORIGIN, "Origin is not allowed.")
     host = headers.get("host")
-    if host is not None and not _host_allowed(host.strip(_OWS).lower(), api_host.lower()):
+    host = None if host is None else host.strip(_OWS).lower()
+    if origin is not None and not _origin_allowed(origin.strip(_OWS).lower(), host, api_host.lower()):
+        return reject(RejectionKind.FORBIDDEN_ORIGIN, "Origin is not allowed.")
+    if host is not None and not _host_allowed(host, api_host.lower()):
         return reject(RejectionKind.FORBIDDEN_HOST, "Host is not allowed.")
     return None
 
 
+def _origin_allowed(origin: str, host: str | None, api_host: str) -> bool:
+    """``origin`` (lower case) is ``https://{api_host}``, or the very origin of a loopback server.
+
+    The second case is a request whose ``Host`` is a loopback name and whose ``Origin`` is that
+    same ``http(s)://host[:port]``: a page of that origin is served by this server, which serves
+    no pages, and a rebinding page's origin is always its own domain name, never a loopback
+    literal. The conformance check ``localhost-host-valid-accepted`` sends exactly this.
+    """
+    if origin == f"https://{api_host}":
+        return True
+    return host is not None and _is_loopback(host) and origin in (f"http://{host}", f"https://{host}")
+
+
 def _host_allowed(host: str, api_host: str) -> bool:
     """``host`` (lower case) is ``api_host``, or a loopback name with an optional numeric port."""
-    if host == api_host:
-        return True
+    return host == api_host or _is_loopback(host)
+
+
+def _is_loopback(host: str) -> bool:
+    """``host`` (lower case) is ``127.0.0.1``, ``localhost`` or ``[::1]``, with an optional port."""
     if host.startswith("["):
         name, bracket, rest = host.partition("]")
         name += bracket

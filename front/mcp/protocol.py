@@ -72,6 +72,12 @@ __all__ = [
     "Tool",
     "ListToolsResult",
     "TextContent",
+    "ImageContent",
+    "AudioContent",
+    "ResourceContents",
+    "EmbeddedResource",
+    "ContentBlock",
+    "CONTENT_BLOCK_TYPES",
     "CallToolResult",
     "PromptArgument",
     "Prompt",
@@ -329,15 +335,58 @@ class TextContent(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
     text: str
 
 
+class ImageContent(msgspec.Struct, kw_only=True, tag_field="type", tag="image"):
+    """``{"type": "image", "data": <base64>, "mimeType"}``."""
+
+    data: str
+    mime_type: str = msgspec.field(name="mimeType")
+
+
+class AudioContent(msgspec.Struct, kw_only=True, tag_field="type", tag="audio"):
+    """``{"type": "audio", "data": <base64>, "mimeType"}``."""
+
+    data: str
+    mime_type: str = msgspec.field(name="mimeType")
+
+
+class ResourceContents(_Wire):
+    """``{"uri", "mimeType"?, "text"}`` or ``{"uri", "mimeType"?, "blob": <base64>}``.
+
+    One Struct for schema.ts's two forms (text and blob), because an untagged union of Structs
+    cannot be decoded; exactly one of ``text`` and ``blob`` is set.
+    """
+
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+
+
+class EmbeddedResource(msgspec.Struct, kw_only=True, tag_field="type", tag="resource"):
+    """``{"type": "resource", "resource": {...}}``: a resource's contents inline."""
+
+    resource: ResourceContents
+
+
+ContentBlock = TextContent | ImageContent | AudioContent | EmbeddedResource
+"""What a tool result or a prompt message may carry. The product's tools send text only
+(seed section 4.2); the other kinds exist for tools that return media, such as the conformance
+suite's fixtures."""
+
+CONTENT_BLOCK_TYPES: Final = (TextContent, ImageContent, AudioContent, EmbeddedResource)
+"""The members of :data:`ContentBlock`, for ``isinstance`` checks."""
+
+
 class CallToolResult(_Wire):
     """``{"content", "structuredContent"?, "isError"?}``; ``isError`` is sent only when true.
 
     A tool error carries the error envelope as the text block and no ``structuredContent``
-    (seed section 5). Legacy revisions require ``structuredContent`` to be an object.
+    (seed section 5). ``structuredContent`` is typed as an object because the legacy revisions
+    require one (2026-07-28 allows any value; we send objects in both eras).
     """
 
-    content: list[TextContent]
-    structured_content: Any | None = None
+    content: list[ContentBlock]
+    structured_content: dict[str, Any] | None = None
     is_error: bool = False
     result_type: ResultType | None = None
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
@@ -376,7 +425,7 @@ class PromptMessage(_Wire):
     """``{"role": "user" | "assistant", "content": ContentBlock}``."""
 
     role: Literal["user", "assistant"]
-    content: TextContent
+    content: ContentBlock
 
 
 class GetPromptResult(_Wire):

@@ -2,8 +2,23 @@
 
 Each rung is an early return. The pure rungs live in :mod:`front.mcp.inbound`; authentication and
 ``RL_API`` need the database and Redis and run here, between parsing and era selection. Results
-go out as JSON, or, for tools that run on a worker, as an SSE stream scoped to the request
-(spec section 2.6, DESIGN.md section 2 "Streaming tools").
+go out as JSON, or as an SSE stream scoped to the request (spec section 2.6):
+
+* a tool that runs on a worker streams whenever the client accepts ``text/event-stream``: the
+  front relays the job's progress (only with a progressToken), ``: keep-alive`` after
+  ``pm_stream_heartbeat_seconds`` of silence, then the final response (DESIGN.md section 2);
+* an inline call streams only once it reports progress for a request that carried a
+  progressToken: until the first report the answer may still go out as plain JSON, so a quick
+  call or a fast error costs no stream (PROTOCOL.md section 1.6).
+
+A client that closes the stream cancels the work: the worker job is flagged and aborted, an
+inline call is cancelled. On the legacy wire ``notifications/cancelled`` naming one of the
+caller's own streaming requests does the same (spec section 2.3; a caller can only reach its own
+requests, so one key cannot cancel another's work). On the modern wire it is acknowledged and
+dropped, as the SDK does (PROTOCOL.md section 1.7).
+
+Every request logs one ``request`` line (spec section 7): method, era, key id, identity id,
+request id, HTTP status, duration, and the error code or rejection kind when there is one.
 """
 
 from __future__ import annotations
@@ -35,14 +50,18 @@ from shared.logs import get_logger
 if TYPE_CHECKING:
     from front.app import Resources
 
-__all__ = ["mcp_routes"]
+__all__ = ["mcp_routes", "STREAM_MARGIN_SECONDS", "KEEP_ALIVE"]
 
 log = get_logger("front.mcp")
 
 #: Extra seconds past a streaming tool's own limit before the front gives up on its worker.
 STREAM_MARGIN_SECONDS = 15.0
+#: The SSE comment sent after a quiet heartbeat interval (spec section 2.6).
+KEEP_ALIVE = b": keep-alive\n\n"
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+_SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_WWW_AUTHENTICATE = 'Bearer realm="pylota-mail", error="invalid_token"'
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[bytes]:
@@ -50,24 +69,32 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
                     headers=headers)
 
 
-def _rejected(rejection: Rejection) -> Response[bytes]:
-    body = rejection.error_response()
-    headers = dict(rejection.headers)
-    if body is None:
-        return Response(content=b"", status_code=rejection.http_status, headers=headers)
-    return _json(body, rejection.http_status, headers)
+def _sse(message: Any) -> bytes:
+    # One JSON object on one data line: the conformance SSE parser reads line by line.
+    return b"event: message\ndata: " + p.encode(message) + b"\n\n"
+
+
+def _stream(frames: AsyncIterator[bytes]) -> Stream:
+    return Stream(frames, status_code=200, media_type=_SSE_MEDIA_TYPE, headers=_SSE_HEADERS)
 
 
 def _auth_rejection(error: PylotaError, request_id: str, body_id: Any) -> Rejection:
+    """401 with ``WWW-Authenticate`` and the envelope (step 5), 403 for a suspended partner,
+    500 when the key store is down."""
     envelope = msgspec.to_builtins(error.envelope(request_id))
     if error.code is ErrorCode.PARTNER_SUSPENDED:
-        return Rejection(kind=RejectionKind.FORBIDDEN_ORIGIN, http_status=403, code=p.SERVER_ERROR,
-                         message=error.message, data=envelope, id=body_id)
+        return reject(RejectionKind.PARTNER_SUSPENDED, error.message, data=envelope, id=body_id)
     if error.code is ErrorCode.UNAVAILABLE:
         return reject(RejectionKind.INTERNAL, error.message, data=envelope, id=body_id)
     return reject(RejectionKind.UNAUTHENTICATED, error.message, data=envelope, id=body_id,
-                  headers=(("www-authenticate",
-                            'Bearer realm="pylota-mail", error="invalid_token"'),))
+                  headers=(("www-authenticate", _WWW_AUTHENTICATE),))
+
+
+def _rate_limit_rejection(error: PylotaError, request_id: str, body_id: Any) -> Rejection:
+    """429 with ``Retry-After`` and the ``rate_limited`` envelope (step 6)."""
+    return reject(RejectionKind.RATE_LIMITED, error.message, id=body_id,
+                  data=msgspec.to_builtins(error.envelope(request_id)),
+                  headers=(("retry-after", str(error.details["retry_after"])),))
 
 
 async def _read_body(request: Request[Any, Any, Any]) -> bytes | None:
@@ -80,6 +107,9 @@ async def _read_body(request: Request[Any, Any, Any]) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+# --- Worker tools: relay a job's events -------------------------------------------------------
 
 
 def _inflight_key(principal: Principal, request_id: Any) -> str:
@@ -104,23 +134,16 @@ async def _cancelled_notification(res: Resources, principal: Principal, route_: 
         await _cancel(res, job_id.decode())
 
 
-def _response(id_: Any, result: Any) -> p.JSONRPCResponse:
-    return p.JSONRPCResponse(id=id_, result=result)
-
-
-def _sse(message: Any) -> bytes:
-    return b"event: message\ndata: " + p.encode(message) + b"\n\n"
-
-
-async def _run_stream(res: Resources, principal: Principal, route_: Route, job: StreamJob,
-                      request_id: str, sse: bool) -> AsyncIterator[bytes | Any]:
+async def _run_job(res: Resources, principal: Principal, route_: Route, job: StreamJob,
+                   request_id: str, sse: bool) -> AsyncIterator[bytes | p.JSONRPCResponse]:
     """Enqueue ``job`` and yield SSE frames (``sse``) or, at the end, the one final response.
 
-    Subscribes before enqueueing (no event lost); stops the job when the client goes away.
+    Subscribes before enqueueing (no event lost); stops the job when the client goes away, and
+    logs the call's ``tool_call`` line when it ends, however it ends.
     """
     modern = route_.era == "modern"
-    finished = False
-    final: Any
+    outcome = "cancelled"
+    error_code: str | None = None
     async with res.hub.listen(request_id) as queue:
         try:
             try:
@@ -134,23 +157,26 @@ async def _run_stream(res: Resources, principal: Principal, route_: Route, job: 
             final = tool_error(PylotaError(ErrorCode.UNAVAILABLE, "The job queue is unavailable."),
                                request_id, modern)
             if queued is not None:
-                async for frame in _frames(res, queue, route_, job, request_id, sse):
+                async for frame in _job_frames(res, queue, route_, job, request_id, sse):
                     if isinstance(frame, p.CallToolResult):
                         final = frame
                         break
                     yield frame
-            finished = True
-            yield _sse(_response(route_.id, final)) if sse else _response(route_.id, final)
+            outcome = "error" if final.is_error else "ok"
+            if final.is_error:
+                error_code = msgspec.json.decode(final.content[0].text)["error"]["code"]
+            response = p.JSONRPCResponse(id=route_.id, result=final)
+            yield _sse(response) if sse else response
         finally:
-            if not finished:
+            if outcome == "cancelled":
                 with anyio.CancelScope(shield=True):
                     await _cancel(res, request_id)
-                    log.info("tool_call", tool=job.tool, key_id=principal.key_id,
-                             request_id=request_id, outcome="cancelled")
+            log.info("tool_call", **job.log_fields, outcome=outcome, error_code=error_code,
+                     duration_ms=round((time.monotonic() - job.started) * 1000, 1))
 
 
-async def _frames(res: Resources, queue: asyncio.Queue, route_: Route, job: StreamJob,
-                  request_id: str, sse: bool) -> AsyncIterator[bytes | p.CallToolResult]:
+async def _job_frames(res: Resources, queue: asyncio.Queue, route_: Route, job: StreamJob,
+                      request_id: str, sse: bool) -> AsyncIterator[bytes | p.CallToolResult]:
     """SSE frames (progress, keep-alive) for one job's events, ending with its CallToolResult."""
     modern = route_.era == "modern"
     heartbeat = res.settings.pm_stream_heartbeat_seconds
@@ -172,15 +198,12 @@ async def _frames(res: Resources, queue: asyncio.Queue, route_: Route, job: Stre
                 yield tool_result(stored.result, modern)
                 return
             if sse:
-                yield b": keep-alive\n\n"
+                yield KEEP_ALIVE
             continue
         if event.kind == "progress":
             if sse and route_.progress_token is not None:
-                yield _sse(p.ProgressNotification(params=p.ProgressNotificationParams(
-                    progress_token=route_.progress_token, progress=event.progress or 0.0,
-                    total=event.total, message=event.message)))
+                yield _sse(_progress(route_, event.progress or 0.0, event.total, event.message))
         elif event.kind == "result" and event.result is not None:
-            log.info("tool_call", tool=job.tool, request_id=request_id, outcome="ok")
             yield tool_result(event.result, modern)
             return
         else:
@@ -188,76 +211,164 @@ async def _frames(res: Resources, queue: asyncio.Queue, route_: Route, job: Stre
             return
 
 
-@route("/mcp", http_method=_ALL_METHODS, include_in_schema=False)
-async def mcp_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
-    """The one MCP endpoint (spec section 2.1). Returns JSON, an SSE stream, or an empty 202."""
-    res: Resources = request.app.state.resources
+def _progress(route_: Route, progress: float, total: float | None, message: str | None
+              ) -> p.ProgressNotification:
+    """``notifications/progress`` echoing the request's token with its JSON type (int or str)."""
+    assert route_.progress_token is not None
+    return p.ProgressNotification(params=p.ProgressNotificationParams(
+        progress_token=route_.progress_token, progress=progress, total=total, message=message))
+
+
+# --- Inline calls: JSON, or SSE once they report progress -------------------------------------
+
+Outcome = Reply | Failure | StreamJob | None
+
+
+def _final_message(route_: Route, outcome: Reply | Failure) -> p.JSONRPCResponse | p.JSONRPCError:
+    if isinstance(outcome, Failure):
+        error = p.ErrorObject(code=outcome.code, message=outcome.message,
+                              data=msgspec.UNSET if outcome.data is None else outcome.data)
+        return p.JSONRPCError(id=route_.id, error=error)  # type: ignore[arg-type]
+    return p.JSONRPCResponse(id=route_.id, result=outcome.result)  # type: ignore[arg-type]
+
+
+async def _dispatch_reporting(res: Resources, principal: Principal, route_: Route,
+                              request_id: str) -> Outcome | Stream:
+    """Dispatch with a progress reporter; the outcome as is if the call ends before its first
+    report, else an SSE stream of the reports, keep-alives and the final message.
+
+    The reporter queues frames; the call's end queues ``None``, so one reader sees both in order.
+    """
+    frames: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        frames.put_nowait(_sse(_progress(route_, progress, total, message)))
+
+    task = asyncio.create_task(dispatch(res, principal, route_, request_id, progress=report))
+    task.add_done_callback(lambda _: frames.put_nowait(None))
+    try:
+        first = await frames.get()
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if first is None:
+        return task.result()
+    heartbeat = res.settings.pm_stream_heartbeat_seconds
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            frame: bytes | None = first
+            while frame is not None:
+                yield frame
+                try:
+                    frame = await asyncio.wait_for(frames.get(), timeout=heartbeat)
+                except asyncio.TimeoutError:
+                    frame = KEEP_ALIVE
+            outcome = task.result()
+            assert isinstance(outcome, Reply | Failure)  # only tools/call reports progress
+            yield _sse(_final_message(route_, outcome))
+        finally:
+            task.cancel()  # the client went away: stop the call (no-op once it is done)
+
+    return _stream(relay())
+
+
+# --- The endpoint -----------------------------------------------------------------------------
+
+
+async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: str,
+                 fields: dict[str, Any]) -> Response[Any]:
+    """The ladder; fills ``fields`` (the request log line) as it learns the caller and method."""
     settings = res.settings
-    request_id = new_id(Prefix.REQUEST)
     headers = request.headers
 
     if (rejection := check_method(request.method)) is not None:
-        return _rejected(rejection)  # 405 + Allow: POST, or 204 for OPTIONS (step 1)
+        return _rejected(rejection, fields)  # 405 + Allow: POST, or 204 for OPTIONS (step 1)
     if (rejection := check_origin(headers, settings.pm_api_host)) is not None:
-        return _rejected(rejection)  # 403, error without id (step 2)
+        return _rejected(rejection, fields)  # 403, error without id (step 2)
     declared = headers.get("content-length")
     length = int(declared) if declared and declared.isdigit() else None
     if (rejection := check_size_and_type(length, headers.get("content-type"),
                                          request_id=request_id)) is not None:
-        return _rejected(rejection)  # 413 or 415 (step 3)
+        return _rejected(rejection, fields)  # 413 or 415 (step 3)
     raw = await _read_body(request)
     if raw is None:  # a chunked body past the limit
-        return _rejected(check_size_and_type(MAX_BODY_BYTES + 1, "application/json",
-                                             request_id=request_id))  # type: ignore[arg-type]
+        too_large = check_size_and_type(MAX_BODY_BYTES + 1, "application/json",
+                                        request_id=request_id)
+        assert too_large is not None
+        return _rejected(too_large, fields)
     body = parse_body(raw)
     if isinstance(body, Rejection):
-        return _rejected(body)  # 400 -32700 / -32600 (step 4)
+        return _rejected(body, fields)  # 400 -32700 / -32600 (step 4)
     body_id = body.get("id")
-    started = time.monotonic()
+    fields["method"] = body["method"]
     try:
         async with res.pool.acquire() as conn:
             principal = await authenticate(conn, headers.get("authorization"))
+    except PylotaError as exc:
+        return _rejected(_auth_rejection(exc, request_id, body_id), fields)  # step 5
+    fields.update(key_id=principal.key_id, identity_id=principal.identity_id)
+    try:
         await res.limits.charge("RL_API", principal.key_id)
     except PylotaError as exc:
-        if exc.code is ErrorCode.RATE_LIMITED:  # step 6
-            return _rejected(reject(
-                RejectionKind.RATE_LIMITED, exc.message, id=body_id,
-                data=msgspec.to_builtins(exc.envelope(request_id)),
-                headers=(("retry-after", str(exc.details["retry_after"])),)))
-        return _rejected(_auth_rejection(exc, request_id, body_id))  # step 5
+        if exc.code is ErrorCode.RATE_LIMITED:
+            return _rejected(_rate_limit_rejection(exc, request_id, body_id), fields)  # step 6
+        return _rejected(_auth_rejection(exc, request_id, body_id), fields)
     routed = select_era(body, headers)
     if isinstance(routed, Rejection):
-        return _rejected(routed)  # era, mirrored headers, version (step 7)
-    log_fields = {"method": routed.method, "era": routed.era, "key_id": principal.key_id,
-                  "identity_id": principal.identity_id, "request_id": request_id}
+        return _rejected(routed, fields)  # era, mirrored headers, version (step 7)
+    fields["era"] = routed.era
 
     if routed.is_notification:
         if routed.method == "notifications/cancelled":
             await _cancelled_notification(res, principal, routed)
-        log.info("request", **log_fields, status=202)
-        return Response(content=b"", status_code=202)
-    outcome = await dispatch(res, principal, routed, request_id)
+        return Response(content=b"", status_code=202)  # step 9
+    accepts_sse = "text/event-stream" in headers.get("accept", "")
+    outcome: Outcome | Stream
+    if accepts_sse and routed.progress_token is not None:
+        outcome = await _dispatch_reporting(res, principal, routed, request_id)
+    else:
+        outcome = await dispatch(res, principal, routed, request_id)
+    if isinstance(outcome, Stream):
+        fields["streaming"] = True
+        return outcome
     if isinstance(outcome, StreamJob):
-        accepts_sse = "text/event-stream" in headers.get("accept", "")
-        log.info("request", **log_fields, status=200, streaming=accepts_sse)
-        frames = _run_stream(res, principal, routed, outcome, request_id, sse=accepts_sse)
+        frames = _run_job(res, principal, routed, outcome, request_id, sse=accepts_sse)
         if accepts_sse:
-            return Stream(frames, media_type="text/event-stream; charset=utf-8",
-                          headers=_SSE_HEADERS)
+            fields["streaming"] = True
+            return _stream(frames)  # type: ignore[arg-type]
         final = None
         async for final in frames:
             pass
         return _json(final)
-    duration_ms = round((time.monotonic() - started) * 1000, 1)
+    assert outcome is not None  # dispatch returns None only for notifications
     if isinstance(outcome, Failure):
-        log.info("request", **log_fields, status=outcome.http_status, error_code=outcome.code,
-                 duration_ms=duration_ms)
-        error = p.ErrorObject(code=outcome.code, message=outcome.message,
-                              data=msgspec.UNSET if outcome.data is None else outcome.data)
-        return _json(p.JSONRPCError(id=routed.id, error=error), outcome.http_status)
-    assert isinstance(outcome, Reply)
-    log.info("request", **log_fields, status=200, duration_ms=duration_ms)
-    return _json(_response(routed.id, outcome.result))
+        fields["error_code"] = outcome.code
+        return _json(_final_message(routed, outcome), outcome.http_status)
+    return _json(_final_message(routed, outcome))
+
+
+def _rejected(rejection: Rejection, fields: dict[str, Any]) -> Response[bytes]:
+    fields["error_code"] = rejection.kind.value
+    body = rejection.error_response()
+    headers = dict(rejection.headers)
+    if body is None:
+        return Response(content=b"", status_code=rejection.http_status, headers=headers)
+    return _json(body, rejection.http_status, headers)
+
+
+@route("/mcp", http_method=_ALL_METHODS, include_in_schema=False)
+async def mcp_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
+    """The one MCP endpoint (spec section 2.1). Returns JSON, an SSE stream, or an empty 202."""
+    res: Resources = request.app.state.resources
+    request_id = new_id(Prefix.REQUEST)
+    started = time.monotonic()
+    fields: dict[str, Any] = {"request_id": request_id, "http_method": request.method}
+    response = await _serve(request, res, request_id, fields)
+    # A stream's line is written when it starts: its duration is the time to the first byte.
+    log.info("request", **fields, status=response.status_code,
+             duration_ms=round((time.monotonic() - started) * 1000, 1))
+    return response
 
 
 def mcp_routes() -> list[Any]:

@@ -3,6 +3,11 @@
 One frozen :class:`ToolSpec` per implemented tool. ``inputSchema`` is the spec's schema text for
 the tool (with ``$defs`` inlined); ``outputSchema`` is generated from the result Struct. A tool
 that is not implemented is not registered: there are no stubs on the wire.
+
+A tool whose ``result`` is ``None`` returns MCP content blocks itself (a list of the front's
+content Structs, such as images) and has no ``outputSchema`` and no ``structuredContent``. Every
+product tool has a result Struct; the conformance suite's fixture tools, registered by its test
+only, are the ones that return media.
 """
 
 from __future__ import annotations
@@ -36,17 +41,21 @@ ALL_LEVELS = frozenset(KeyLevel)
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """One tool: wire texts and schemas, who may call it, and what runs it."""
+    """One tool: wire texts and schemas, who may call it, and what runs it.
+
+    ``result`` is the Struct the handler returns (its schema is the ``outputSchema``), or
+    ``None`` for a handler that returns a list of content blocks (see the module docstring).
+    """
 
     name: str
     title: str
     description: str
     input_schema: dict[str, Any]
     args: type[msgspec.Struct]
-    result: type[msgspec.Struct]
+    result: type[msgspec.Struct] | None
     permission: Permission
     annotations: Annotations
-    handler: Callable[..., Awaitable[msgspec.Struct]]
+    handler: Callable[..., Awaitable[msgspec.Struct | list[msgspec.Struct]]]
     levels: frozenset[KeyLevel] = ALL_LEVELS
     bucket: Literal["RL_SEARCH", "RL_AGENTIC", "RL_SEND", "RL_SIGN"] | None = None
     runs_on: Literal["inline", "worker"] = "inline"

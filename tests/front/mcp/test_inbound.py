@@ -156,6 +156,8 @@ def test_options_is_204_without_body() -> None:
         {"host": "LOCALHOST:80"},
         {"host": "[::1]:9000"},
         {"host": "[::1]"},
+        {"host": "127.0.0.1:8123", "origin": "http://127.0.0.1:8123"},
+        {"host": "localhost:8123", "origin": "http://localhost:8123"},
     ],
 )
 def test_allowed_origin_and_host_pass(headers: dict[str, str]) -> None:
@@ -169,6 +171,20 @@ def test_foreign_origin_is_403_without_id(origin: str) -> None:
     rejection = assert_rejected(check_origin({"origin": origin}, API_HOST), RejectionKind.FORBIDDEN_ORIGIN, SERVER_ERROR)
     assert rejection.http_status == 403
     assert rejection.id is None
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [
+        ("127.0.0.1:8123", "http://127.0.0.1:9999"),  # another local server's page
+        ("127.0.0.1:8123", "http://localhost:8123"),  # not the same origin
+        ("evil.example.com", "http://evil.example.com"),  # rebinding: never a loopback Host
+        (API_HOST, f"http://{API_HOST}"),  # the public host is https only
+    ],
+)
+def test_origin_other_than_a_loopback_servers_own_is_403(host: str, origin: str) -> None:
+    rejection = check_origin({"host": host, "origin": origin}, API_HOST)
+    assert_rejected(rejection, RejectionKind.FORBIDDEN_ORIGIN, SERVER_ERROR)
 
 
 @pytest.mark.parametrize(
