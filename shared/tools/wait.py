@@ -13,7 +13,6 @@ passed authentication).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -99,25 +98,29 @@ async def run(ctx: ToolContext, args: WaitArgs) -> WaitJob:
     return WaitJob(identity_id=identity.id, args=args)
 
 
-def matches(record: MessageRecord, args: WaitArgs) -> bool:
-    """True when an inbound ``record`` satisfies every filter of ``args``."""
-    if record.direction != "inbound":
-        return False
+def _match_sql(args: WaitArgs) -> tuple[str, list[object]]:
+    """The filters of ``args`` as a condition on ``messages m``, parameters from ``$2``.
+
+    One definition serves both the look-back over stored mail and each announced message.
+    """
+    params: list[object] = []
+
+    def bind(value: object) -> str:
+        params.append(value)
+        return f"${len(params) + 1}"
+
+    clauses = ["m.direction = 'inbound'"]
     if args.from_:
         wanted = args.from_.strip().lower()
-        sender = record.from_.address if record.from_ else ""
-        if wanted.startswith("@"):
-            if not sender.endswith(wanted):
-                return False
-        elif sender != wanted:
-            return False
-    if args.subject_contains and args.subject_contains.casefold() not in record.subject.casefold():
-        return False
-    if args.thread_id and record.thread_id != args.thread_id:
-        return False
-    if args.kind == "reply" and not (record.in_reply_to or record.references):
-        return False
-    return True
+        clauses.append(f"m.from_address LIKE {bind('%' + wanted)}" if wanted.startswith("@")
+                       else f"m.from_address = {bind(wanted)}")
+    if args.subject_contains:
+        clauses.append(f"strpos(lower(m.subject), {bind(args.subject_contains.lower())}) > 0")
+    if args.thread_id:
+        clauses.append(f"m.thread_id = {bind(args.thread_id)}")
+    if args.kind == "reply":
+        clauses.append("cardinality(m.in_reply_to) + cardinality(m.\"references\") > 0")
+    return " AND ".join(clauses), params
 
 
 def _result(record: MessageRecord | None) -> WaitResult:
@@ -126,17 +129,24 @@ def _result(record: MessageRecord | None) -> WaitResult:
     return WaitResult(message=record, verification=None, timed_out=record is None)
 
 
-async def _stored_since(conn: asyncpg.Connection, job: WaitJob) -> MessageRecord | None:
-    assert job.args.since is not None
-    rows = await conn.fetch(
-        "SELECT id FROM messages WHERE identity_id = $1 AND received_at >= $2"
-        " AND direction = 'inbound' ORDER BY received_at, id LIMIT 500",
-        job.identity_id, job.args.since)
-    for row in rows:
-        record = await get_message(conn, job.identity_id, row["id"])
-        if record is not None and matches(record, job.args):
-            return record
-    return None
+async def _first_match(pool: asyncpg.Pool, job: WaitJob, *, message_id: str | None = None
+                       ) -> MessageRecord | None:
+    """The earliest stored message matching ``job`` (received since ``since``), or, with
+    ``message_id``, that message when it matches."""
+    condition, params = _match_sql(job.args)
+    extra = []
+    if message_id is not None:
+        params.append(message_id)
+        extra.append(f"m.id = ${len(params) + 1}")
+    if job.args.since is not None:
+        params.append(job.args.since)
+        extra.append(f"m.received_at >= ${len(params) + 1}")
+    where = " AND ".join([condition, *extra])
+    async with pool.acquire() as conn:
+        found = await conn.fetchval(
+            f"SELECT m.id FROM messages m WHERE m.identity_id = $1 AND {where}"
+            " ORDER BY m.received_at, m.id LIMIT 1", job.identity_id, *params)
+        return await get_message(conn, job.identity_id, found) if found else None
 
 
 async def wait_for(pool: asyncpg.Pool, redis: Redis, job: WaitJob, *, heartbeat: float,
@@ -148,35 +158,30 @@ async def wait_for(pool: asyncpg.Pool, redis: Redis, job: WaitJob, *, heartbeat:
         heartbeat: seconds between ``progress(elapsed_seconds, timeout_seconds)`` calls and
             cancellation checks (spec section 2.6: every 10 seconds).
     """
-    timeout = job.args.timeout_seconds
+    timeout = float(job.args.timeout_seconds)
     started = time.monotonic()
+    deadline = started + timeout
+    next_beat = started + heartbeat
     pubsub = redis.pubsub(ignore_subscribe_messages=True)
     try:
+        # Subscribe before looking back, so a message stored in between is not missed.
         await pubsub.subscribe(new_mail_channel(job.identity_id))
-        if job.args.since is not None:
-            async with pool.acquire() as conn:
-                if (found := await _stored_since(conn, job)) is not None:
-                    return _result(found)
-        next_beat = started + heartbeat
-        while (now := time.monotonic()) < started + timeout:
+        if job.args.since is not None and (found := await _first_match(pool, job)) is not None:
+            return _result(found)
+        while (now := time.monotonic()) < deadline:
             if now >= next_beat:
                 if await cancelled():
                     return None
-                await progress(round(now - started, 3), float(timeout))
+                await progress(round(now - started, 3), timeout)
                 next_beat += heartbeat
-            wait = max(0.0, min(next_beat, started + timeout) - time.monotonic())
-            # get_message returns None at once for swallowed subscribe confirmations
-            # (STACK.md section 3), so the loop re-computes the remaining time each turn.
-            event = await pubsub.get_message(timeout=wait)
+            # get_message returns None at once for a swallowed subscribe confirmation
+            # (STACK.md section 3), so the remaining time is recomputed on every turn.
+            event = await pubsub.get_message(timeout=max(0.0, min(next_beat, deadline) - now))
             if event is None or event.get("type") != "message":
-                if event is None and wait > 0:
-                    await asyncio.sleep(0)
                 continue
             new = msgspec.json.decode(event["data"], type=NewMail)
-            async with pool.acquire() as conn:
-                record = await get_message(conn, job.identity_id, new.message_id)
-            if record is not None and matches(record, job.args):
-                return _result(record)
+            if (found := await _first_match(pool, job, message_id=new.message_id)) is not None:
+                return _result(found)
         return _result(None)
     finally:
         await pubsub.aclose()
