@@ -71,15 +71,9 @@ class ThreadSummary(msgspec.Struct, kw_only=True):
     last_at: datetime | None
 
 
-class ThreadRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ThreadRecord(ThreadSummary, kw_only=True, omit_defaults=True):
     """A conversation with up to ``messages_limit`` messages, oldest first."""
 
-    id: str
-    identity_id: str
-    subject: str
-    message_count: int
-    first_at: datetime | None
-    last_at: datetime | None
     messages: list[MessageRecord]
     next_cursor: str | None = None
     truncated: bool = False

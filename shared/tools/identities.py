@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 import msgspec
 
 from shared.auth.permissions import KeyLevel
 from shared.errors import invalid
-from shared.tenancy.store import list_identities
+from shared.tenancy.store import Identity, list_identities
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
 from shared.tools.scope import tenant_scope
@@ -44,22 +43,10 @@ class ListIdentitiesArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     cursor: str | None = None
 
 
-class IdentityOut(msgspec.Struct, kw_only=True):
-    """The Identity object: ``addresses`` lists active then retiring addr-specs."""
-
-    id: str
-    tenant_id: str
-    display_name: str | None
-    purpose: str | None
-    status: str
-    addresses: list[str]
-    created_at: datetime
-
-
 class ListIdentitiesResult(msgspec.Struct, kw_only=True):
     """``{data: Identity[], next_cursor}``."""
 
-    data: list[IdentityOut]
+    data: list[Identity]
     next_cursor: str | None
 
 
@@ -85,6 +72,6 @@ async def run(ctx: ToolContext, args: ListIdentitiesArgs) -> ListIdentitiesResul
     more = len(rows) > args.limit
     rows = rows[: args.limit]
     return ListIdentitiesResult(
-        data=[IdentityOut(**msgspec.structs.asdict(r)) for r in rows],
+        data=rows,
         next_cursor=encode_cursor({"k": "idn", "after": rows[-1].id}) if more else None,
     )
