@@ -28,7 +28,9 @@ def configure(level: str) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelName(level.upper()) if isinstance(
                 logging.getLevelName(level.upper()), int) else logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr is looked up per line, not bound once, so a replaced stderr (a test's
+        # capture, a daemon's redirect) gets the lines and a closed one is never written.
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
 

@@ -154,14 +154,18 @@ async def _run_job(res: Resources, principal: Principal, route_: Route, job: Str
                                                    _queue_name=INTERACTIVE_QUEUE)
             except RedisError:
                 queued = None
-            final = tool_error(PylotaError(ErrorCode.UNAVAILABLE, "The job queue is unavailable."),
-                               request_id, modern)
+            final: p.CallToolResult | None = tool_error(
+                PylotaError(ErrorCode.UNAVAILABLE, "The job queue is unavailable."), request_id,
+                modern)
             if queued is not None:
+                final = None
                 async for frame in _job_frames(res, queue, route_, job, request_id, sse):
                     if isinstance(frame, p.CallToolResult):
                         final = frame
                         break
                     yield frame
+                if final is None:
+                    return  # the caller cancelled it; the finally block logs the call
             outcome = "error" if final.is_error else "ok"
             if final.is_error:
                 error_code = msgspec.json.decode(final.content[0].text)["error"]["code"]
@@ -177,7 +181,8 @@ async def _run_job(res: Resources, principal: Principal, route_: Route, job: Str
 
 async def _job_frames(res: Resources, queue: asyncio.Queue, route_: Route, job: StreamJob,
                       request_id: str, sse: bool) -> AsyncIterator[bytes | p.CallToolResult]:
-    """SSE frames (progress, keep-alive) for one job's events, ending with its CallToolResult."""
+    """SSE frames (progress, keep-alive) for one job's events, ending with its CallToolResult,
+    or with nothing once the caller cancelled the job with ``notifications/cancelled``."""
     modern = route_.era == "modern"
     heartbeat = res.settings.pm_stream_heartbeat_seconds
     deadline = time.monotonic() + job.timeout_seconds + STREAM_MARGIN_SECONDS
@@ -192,6 +197,8 @@ async def _job_frames(res: Resources, queue: asyncio.Queue, route_: Route, job: 
         try:
             event = await asyncio.wait_for(queue.get(), timeout=min(heartbeat, remaining))
         except asyncio.TimeoutError:
+            if await res.redis.exists(cancel_key(request_id)):
+                return  # cancelled by notifications/cancelled: no response is owed (2025-11-25)
             # A missed pub/sub event must not hang the stream: the worker stores its result.
             stored = await Job(request_id, res.arq, _queue_name=INTERACTIVE_QUEUE).result_info()
             if stored is not None and isinstance(stored.result, dict):
@@ -340,6 +347,8 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: st
         final = None
         async for final in frames:
             pass
+        if final is None:  # cancelled by the caller: no JSON-RPC response is owed
+            return Response(content=b"", status_code=202)
         return _json(final)
     assert outcome is not None  # dispatch returns None only for notifications
     if isinstance(outcome, Failure):

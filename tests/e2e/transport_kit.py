@@ -21,7 +21,7 @@ import msgspec
 
 from front.mcp.protocol import (
     CLIENT_CAPABILITIES_META_KEY, LEGACY_DEFAULT, METHOD_HEADER, MODERN_VERSION, NAME_HEADER,
-    PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION_META_KEY,
+    PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION_META_KEY, SUPPORTED_VERSIONS,
 )
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
@@ -139,7 +139,8 @@ class Wire:
                 "params": params or {}}
         extra = {} if method == "initialize" else {PROTOCOL_VERSION_HEADER: version}
         response = await self.post(body, headers=self.headers(**extra, **headers))
-        return response, self.messages(response, version, method)
+        revision = version if version in SUPPORTED_VERSIONS else LEGACY_DEFAULT
+        return response, self.messages(response, revision, method)
 
     async def modern(self, method: str, params: dict[str, Any] | None = None, *,
                      meta: dict[str, Any] | None = None, id: Any = None,
