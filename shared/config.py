@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 import msgspec
 
@@ -40,6 +41,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_worker_poll_delay: float = 0.05
     #: Log level for the JSON logs (debug, info, warning, error).
     pm_log_level: str = "info"
+    #: Embedding model for semantic search: onnx (MiniLM, offline), hash (tests) or off.
+    pm_embedder: Literal["onnx", "hash", "off"] = "onnx"
+    #: onnxruntime threads per process that embeds (STACK.md section 1.1).
+    pm_embed_threads: int = 2
+    #: Messages embedded per model call on the batch worker.
+    pm_embed_batch: int = 32
+    #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
+    pm_embed_poll_seconds: int = 5
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -16,6 +16,7 @@ from shared.logs import get_logger
 from shared.mail.parse import parse_message
 from shared.mail.quotes import new_text, snippet
 from shared.mail.store import StoreOutcome, insert_message
+from shared.search.indexing import index_message
 
 __all__ = ["ingest_raw"]
 
@@ -34,6 +35,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
     outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
                                    snippet=snippet(fresh or parsed.text), status=status)
+    if not outcome.duplicate:
+        await index_message(conn, identity_id, outcome.message_id, parsed.subject, parsed.text)
     if not outcome.duplicate and redis is not None:
         try:
             await publish_new_mail(redis, identity_id, NewMail(message_id=outcome.message_id,

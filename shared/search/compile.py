@@ -11,6 +11,13 @@ case-insensitive substring of the subject with white space collapsed; ``after:D`
 00:00 and ``before:D`` strictly before D 00:00 in the tenant's time zone.
 
 A word made only of stop words ("the") matches everything rather than nothing.
+
+``ref:V`` and ``custom:NAME:V`` match the references extracted at ingest (``refs.py``), by every
+form :func:`~shared.search.refs.lookup_forms` gives V. ``is:needs_reply`` is an inbound message that
+is the last of its thread (nothing later, from either side) and is not automated mail: no
+``Auto-Submitted`` other than ``no``, no ``Precedence: bulk/list/junk``, no ``List-Id`` or
+``List-Unsubscribe``, and not from a no-reply, mailer-daemon, postmaster or notifications address.
+``category:`` stays an error until messages are triaged into categories.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ from typing import Any
 
 from shared.errors import invalid
 from shared.search.query import And, Node, Not, Operator, OperatorName, Or, Phrase, Term
+from shared.search.refs import lookup_forms
 
-__all__ = ["Compiled", "compile_query", "ATTACHMENT_TYPE_SQL"]
+__all__ = ["Compiled", "compile_query", "without_words", "words_of", "ATTACHMENT_TYPE_SQL",
+           "NEEDS_REPLY_SQL"]
 
 #: ``type:`` kinds as a condition on an attachment ``a`` (content type, then file extension).
 ATTACHMENT_TYPE_SQL: dict[str, str] = {
@@ -40,12 +49,15 @@ ATTACHMENT_TYPE_SQL: dict[str, str] = {
     "html": "a.content_type = 'text/html'",
 }
 
-#: Operators whose data ingest does not extract yet; searching them would silently match nothing.
-_NOT_YET = {
-    OperatorName.REF: "references are not extracted at ingest yet",
-    OperatorName.CUSTOM: "custom reference patterns are not extracted at ingest yet",
-    OperatorName.CATEGORY: "messages are not categorised yet",
-}
+#: ``is:needs_reply`` over ``messages m`` (module docstring).
+NEEDS_REPLY_SQL = """(m.direction = 'inbound'
+  AND NOT EXISTS (SELECT 1 FROM messages l WHERE l.thread_id = m.thread_id AND l.id <> m.id
+      AND (coalesce(l.sent_at, l.received_at), l.id) > (coalesce(m.sent_at, m.received_at), m.id))
+  AND coalesce(m.from_address, '') !~* '^(no-?reply|do-?not-?reply|mailer-daemon|postmaster|notifications?|bounces?)([+@.-]|$)'
+  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(m.headers) h WHERE
+      lower(h->>0) IN ('list-id', 'list-unsubscribe')
+      OR (lower(h->>0) = 'auto-submitted' AND lower(trim(h->>1)) <> 'no')
+      OR (lower(h->>0) = 'precedence' AND lower(trim(h->>1)) IN ('bulk', 'list', 'junk'))))"""
 
 
 def _like(value: str) -> str:
@@ -136,12 +148,21 @@ def _operator(c: Compiled, op: Operator, time_zone: str) -> str:
             return f"m.direction = {c.bind(v)}"
         case OperatorName.IS if v in ("unread", "read"):
             return "NOT m.read" if v == "unread" else "m.read"
+        case OperatorName.IS:
+            return NEEDS_REPLY_SQL
+        case OperatorName.REF:
+            return ("EXISTS (SELECT 1 FROM message_refs r WHERE r.message_id = m.id"
+                    f" AND r.value = any({c.bind(lookup_forms(v))}::text[]))")
+        case OperatorName.CUSTOM:
+            name, _, value = v.partition(":")
+            return ("EXISTS (SELECT 1 FROM message_refs r WHERE r.message_id = m.id"
+                    f" AND r.kind = {c.bind('custom:' + name)} AND r.value = {c.bind(value)})")
         case OperatorName.LABEL:
             return f"{c.bind(v)} = any(m.labels)"
         case OperatorName.THREAD:
             return f"m.thread_id = {c.bind(v)}"
-    reason = _NOT_YET.get(name, "replies are not scored yet")
-    raise invalid("q", f"{op.name}:{op.value} cannot be searched yet: {reason}.",
+    raise invalid("q", f"{op.name}:{op.value} cannot be searched yet: messages are not "
+                  "categorised yet.",
                   f"Remove {op.name}:{op.value} and search with words or other operators.")
 
 
@@ -160,12 +181,43 @@ def _node(c: Compiled, node: Node, time_zone: str, positive: bool) -> str:
     raise TypeError(f"not a query node: {node!r}")
 
 
+def without_words(node: Node | None) -> Node | None:
+    """``node`` with its words and phrases taken out, for semantic matching (the words are
+    compared by meaning instead). An OR with a word in it goes whole, since a word alternative
+    may match by meaning; so does an exclusion of words. None when nothing is left."""
+    match node:
+        case Term() | Phrase() | None:
+            return None
+        case Operator():
+            return node
+        case Not(inner):
+            kept = without_words(inner)
+            return Not(kept) if kept is not None and kept == inner else None
+        case Or(nodes):
+            kept = [without_words(n) for n in nodes]
+            return node if all(k == n for k, n in zip(kept, nodes)) else None
+        case And(nodes):
+            left = [k for k in (without_words(n) for n in nodes) if k is not None]
+            return None if not left else left[0] if len(left) == 1 else And(tuple(left))
+    raise TypeError(f"not a query node: {node!r}")
+
+
+def words_of(node: Node | None) -> str:
+    """The words and phrases of ``node`` outside any exclusion, in order: the text that semantic
+    search embeds."""
+    match node:
+        case Term(text) | Phrase(text):
+            return text
+        case Or(nodes) | And(nodes):
+            return " ".join(w for w in (words_of(n) for n in nodes) if w)
+    return ""
+
+
 def compile_query(root: Node | None, *, first: int, time_zone: str) -> tuple[str, Compiled]:
     """SQL for ``root`` over ``messages m``, with parameters numbered from ``$first``.
 
     Raises:
-        PylotaError: ``invalid_request`` (path ``q``) for an operator whose data is not extracted
-            yet (``ref:``, ``custom:``, ``category:``, ``is:needs_reply``).
+        PylotaError: ``invalid_request`` (path ``q``) for ``category:``, which has no data yet.
     """
     compiled = Compiled(first=first)
     if root is None:

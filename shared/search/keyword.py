@@ -3,7 +3,8 @@
 Every statement is scoped by identity ids and by ``as_of`` (messages stored after the first page
 was served are left out, so later pages of a cursor neither repeat nor skip hits while new mail
 arrives). Ranking blends ``ts_rank_cd`` with recency; a query without words orders by date.
-Headlines are computed only for the rows returned.
+Headlines are computed only for the rows returned (:func:`hit_details`, also used by the
+semantic and hybrid modes), and ``why`` is checked clause by clause on those rows only.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import msgspec
 
 from shared.mail.model import Address
 from shared.search.compile import compile_query
-from shared.search.query import Query
+from shared.search.query import And, Node, Or, Phrase, Term, render
 
-__all__ = ["Filters", "RawHit", "FacetCount", "Facets", "run_keyword", "facets"]
+__all__ = ["Filters", "Ranked", "RawHit", "FacetCount", "Facets", "Scope", "where_sql",
+           "keyword_ranked", "hit_details", "facets", "matched_clauses"]
 
 #: Weight of recency against text relevance in the blended score (0..1).
 RECENCY_WEIGHT = 0.2
-#: Age in days at which the recency part of the score has fallen to 1/e.
+#: Age in days (at ``as_of``, so every page of a cursor scores alike) at which the recency part
+#: of the score has fallen to 1/e.
 RECENCY_DAYS = 365.0
 
 
@@ -33,6 +36,24 @@ class Filters(msgspec.Struct, frozen=True, kw_only=True):
     labels: tuple[str, ...] = ()
     after: datetime | None = None
     before: datetime | None = None
+
+
+class Scope(msgspec.Struct, frozen=True, kw_only=True):
+    """What every statement is limited to: identities, ``as_of`` and the tenant's time zone."""
+
+    identity_ids: list[str]
+    as_of: datetime
+    time_zone: str
+
+
+class Ranked(msgspec.Struct, kw_only=True):
+    """One ranked message id; ``semantic_score`` is set when vectors took part."""
+
+    message_id: str
+    thread_id: str
+    score: float
+    thread_hits: int = 1
+    semantic_score: float | None = None
 
 
 class RawHit(msgspec.Struct, kw_only=True):
@@ -47,6 +68,7 @@ class RawHit(msgspec.Struct, kw_only=True):
     score: float
     snippet: str
     thread_hits: int = 1
+    semantic_score: float | None = None
 
 
 class FacetCount(msgspec.Struct, frozen=True):
@@ -66,14 +88,22 @@ class Facets(msgspec.Struct, kw_only=True):
     attachment_type: list[FacetCount] = []
 
 
-def _where(identity_ids: list[str], query: Query, filters: Filters, as_of: datetime,
-           time_zone: str) -> tuple[str, list[Any], list[str]]:
-    params: list[Any] = [identity_ids, as_of]
+_DATE_SQL = "coalesce(m.sent_at, m.received_at)"
+
+
+def where_sql(scope: Scope, root: Node | None, filters: Filters
+              ) -> tuple[str, list[Any], list[str]]:
+    """The condition over ``messages m`` for ``root`` and ``filters`` in ``scope``, its parameters
+    (from ``$1``), and the ``tsquery`` SQL of the positive words to rank and mark.
+
+    Raises:
+        PylotaError: ``invalid_request`` from :func:`~shared.search.compile.compile_query`.
+    """
+    params: list[Any] = [scope.identity_ids, scope.as_of]
     clauses = ["m.identity_id = any($1::text[])", "m.created_at <= $2"]
-    cond, compiled = compile_query(query.root, first=3, time_zone=time_zone)
+    cond, compiled = compile_query(root, first=3, time_zone=scope.time_zone)
     clauses.append(cond)
     params.extend(compiled.params)
-    date_sql = "coalesce(m.sent_at, m.received_at)"
     if filters.direction:
         params.append(filters.direction)
         clauses.append(f"m.direction = ${len(params)}")
@@ -82,34 +112,29 @@ def _where(identity_ids: list[str], query: Query, filters: Filters, as_of: datet
         clauses.append(f"m.labels @> ${len(params)}::text[]")
     if filters.after:
         params.append(filters.after)
-        clauses.append(f"{date_sql} >= ${len(params)}")
+        clauses.append(f"{_DATE_SQL} >= ${len(params)}")
     if filters.before:
         params.append(filters.before)
-        clauses.append(f"{date_sql} < ${len(params)}")
+        clauses.append(f"{_DATE_SQL} < ${len(params)}")
     return " AND ".join(clauses), params, compiled.rank_terms
 
 
-async def run_keyword(conn: asyncpg.Connection, *, identity_ids: list[str], query: Query,
-                      filters: Filters, as_of: datetime, time_zone: str, offset: int,
-                      limit: int, snippet_chars: int, group_by_thread: bool
-                      ) -> tuple[list[RawHit], bool]:
-    """One page of hits, best first, and whether more follow.
+async def keyword_ranked(conn: asyncpg.Connection, scope: Scope, root: Node | None,
+                         filters: Filters, *, offset: int, limit: int, group_by_thread: bool
+                         ) -> tuple[list[Ranked], bool]:
+    """``limit`` ranked ids from ``offset``, best first, and whether more follow.
 
-    Raises:
-        PylotaError: ``invalid_request`` from :func:`~shared.search.compile.compile_query`.
+    With ``group_by_thread``, one hit per thread (its best message) with the thread's count of
+    matching messages.
     """
-    where, params, rank_terms = _where(identity_ids, query, filters, as_of, time_zone)
-    date_sql = "coalesce(m.sent_at, m.received_at)"
+    where, params, rank_terms = where_sql(scope, root, filters)
     if rank_terms:
-        tsq = " || ".join(rank_terms)
-        rank = f"ts_rank_cd(m.tsv, {tsq}, 32)"
+        rank = f"ts_rank_cd(m.tsv, {' || '.join(rank_terms)}, 32)"
         score = (f"((1 - {RECENCY_WEIGHT}) * {rank} + {RECENCY_WEIGHT} * "
-                 f"exp(-greatest(0, extract(epoch FROM now() - {date_sql}) / 86400) / {RECENCY_DAYS}))")
-        headline_q = tsq
+                 f"exp(-greatest(0, extract(epoch FROM $2 - {_DATE_SQL}) / 86400) / {RECENCY_DAYS}))")
     else:
-        score = f"extract(epoch FROM {date_sql})"
-        headline_q = None
-    base = (f"SELECT m.id, m.thread_id, {score}::float8 AS score, {date_sql} AS date"
+        score = f"extract(epoch FROM {_DATE_SQL})"
+    base = (f"SELECT m.id, m.thread_id, {score}::float8 AS score, {_DATE_SQL} AS date"
             f" FROM messages m WHERE {where}")
     if group_by_thread:
         base = (f"SELECT DISTINCT ON (thread_id) id, thread_id, score, date,"
@@ -118,32 +143,92 @@ async def run_keyword(conn: asyncpg.Connection, *, identity_ids: list[str], quer
     else:
         base = f"SELECT id, thread_id, score, date, 1 AS thread_hits FROM ({base}) b"
     params.extend([limit + 1, offset])
-    page_sql = (f"SELECT * FROM ({base}) p ORDER BY score DESC, date DESC, id DESC"
-                f" LIMIT ${len(params) - 1} OFFSET ${len(params)}")
-    headline = (f"ts_headline('en_unaccent', left(m.text, 20000), {headline_q},"
-                " 'StartSel=«, StopSel=», MaxWords=30, MinWords=10, MaxFragments=2,"
-                " FragmentDelimiter=\" … \"')" if headline_q else "m.snippet")
     rows = await conn.fetch(
-        f"""SELECT p.id, p.thread_id, p.score, p.date, p.thread_hits, m.identity_id, m.subject,
-                   m.from_address, m.from_name, {headline} AS snippet
-            FROM ({page_sql}) p JOIN messages m ON m.id = p.id
-            ORDER BY p.score DESC, p.date DESC, p.id DESC""",
-        *params,
-    )
-    hits = [RawHit(
-        message_id=r["id"], thread_id=r["thread_id"], identity_id=r["identity_id"],
-        subject=r["subject"], date=r["date"], score=round(float(r["score"]), 6),
-        from_=Address(address=r["from_address"], name=r["from_name"]) if r["from_address"] else None,
-        snippet=" ".join((r["snippet"] or "").split()), thread_hits=r["thread_hits"],
-    ) for r in rows]
-    return hits[:limit], len(hits) > limit
+        f"SELECT * FROM ({base}) p ORDER BY score DESC, date DESC, id DESC"
+        f" LIMIT ${len(params) - 1} OFFSET ${len(params)}", *params)
+    ranked = [Ranked(message_id=r["id"], thread_id=r["thread_id"], score=round(float(r["score"]), 6),
+                     thread_hits=r["thread_hits"]) for r in rows]
+    return ranked[:limit], len(ranked) > limit
 
 
-async def facets(conn: asyncpg.Connection, *, identity_ids: list[str], query: Query,
-                 filters: Filters, as_of: datetime, time_zone: str) -> Facets:
-    """Facet counts over every message the query matches (not just one page)."""
-    where, params, _ = _where(identity_ids, query, filters, as_of, time_zone)
-    params.append(time_zone)
+async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node | None,
+                      time_zone: str) -> list[RawHit]:
+    """The hits for ``ranked``, in its order, with snippets marking the words of ``root`` with
+    « and » (the stored snippet when no word matches the message)."""
+    if not ranked:
+        return []
+    texts = _positive_texts(root)
+    params: list[Any] = [[r.message_id for r in ranked], *texts]
+    if texts:
+        tsq = " || ".join(f"phraseto_tsquery('en_unaccent', ${n})" for n in range(2, len(texts) + 2))
+        snippet = (f"CASE WHEN m.tsv @@ ({tsq}) THEN ts_headline('en_unaccent', left(m.text, 20000),"
+                   f" {tsq}, 'StartSel=«, StopSel=», MaxWords=30, MinWords=10, MaxFragments=2,"
+                   " FragmentDelimiter=\" … \"') ELSE m.snippet END")
+    else:
+        snippet = "m.snippet"
+    rows = await conn.fetch(
+        f"""SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name,
+                   {_DATE_SQL} AS date, {snippet} AS snippet
+            FROM messages m WHERE m.id = any($1::text[])""", *params)
+    by_id = {r["id"]: r for r in rows}
+    hits = []
+    for item in ranked:
+        r = by_id.get(item.message_id)
+        if r is None:
+            continue
+        hits.append(RawHit(
+            message_id=item.message_id, thread_id=item.thread_id, identity_id=r["identity_id"],
+            subject=r["subject"], date=r["date"], score=item.score,
+            from_=Address(address=r["from_address"], name=r["from_name"]) if r["from_address"] else None,
+            snippet=" ".join((r["snippet"] or "").split()), thread_hits=item.thread_hits,
+            semantic_score=item.semantic_score))
+    return hits
+
+
+def _positive_texts(node: Node | None) -> list[str]:
+    match node:
+        case Term(text) | Phrase(text):
+            return [text]
+        case Or(nodes) | And(nodes):
+            return [t for n in nodes for t in _positive_texts(n)]
+    return []
+
+
+def _clauses(root: Node | None) -> list[Node]:
+    # The top-level terms, and each alternative of a top-level OR, so "why" says which matched.
+    if root is None:
+        return []
+    tops = list(root.nodes) if isinstance(root, And) else [root]
+    out: list[Node] = []
+    for node in tops:
+        out.extend(node.nodes if isinstance(node, Or) else [node])
+    return out
+
+
+async def matched_clauses(conn: asyncpg.Connection, message_ids: list[str], root: Node | None,
+                          time_zone: str) -> dict[str, list[str]]:
+    """For each message, the clauses of ``root`` it satisfies, rendered in the query language
+    (the top-level terms, and the alternatives of a top-level OR)."""
+    clauses = _clauses(root)
+    if not message_ids or not clauses:
+        return {i: [] for i in message_ids}
+    params: list[Any] = [message_ids]
+    columns = []
+    for n, clause in enumerate(clauses):
+        cond, compiled = compile_query(clause, first=len(params) + 1, time_zone=time_zone)
+        params.extend(compiled.params)
+        columns.append(f"({cond}) AS c{n}")
+    rows = await conn.fetch(
+        f"SELECT m.id, {', '.join(columns)} FROM messages m WHERE m.id = any($1::text[])", *params)
+    rendered = [render(c) for c in clauses]
+    found = {r["id"]: [rendered[n] for n in range(len(clauses)) if r[f"c{n}"]] for r in rows}
+    return {i: found.get(i, []) for i in message_ids}
+
+
+async def facets(conn: asyncpg.Connection, where: str, params: list[Any], time_zone: str) -> Facets:
+    """Facet counts over every message satisfying ``where`` (over ``messages m``, parameters
+    from ``$1``), top 10 values each."""
+    params = [*params, time_zone]
     tz = f"${len(params)}"
     rows = await conn.fetch(
         f"""WITH hit AS (SELECT m.id, m.from_address, m.labels,

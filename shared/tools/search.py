@@ -1,9 +1,12 @@
-"""mail_search (spec section 4.3): the tool around the query parser and the keyword engine.
+"""mail_search (spec section 4.3): the tool around the query parser and the search engine.
 
-Modes: ``keyword`` runs full-text search. ``semantic`` and ``hybrid`` need embeddings, which are
-not computed yet; they answer with keyword results and ``degraded: true`` (the spec's answer when
-the embedding model is unavailable), with ``semantic_coverage`` the share of in-scope messages
-that have embeddings (0 today).
+Modes, facets, ``semantic_coverage`` and ``degraded`` are described in ``shared.search.engine``.
+Scope (spec section 3): ``identity`` searches one identity; ``tenant`` (tenant, partner and platform
+keys; ``scope_denied`` for an identity key) searches the tenant's active and paused identities, or
+the ``identity_ids`` given (at most 100; a tenant with more needs them: ``scope_too_large``). An
+``identity_ids`` entry of the tenant that is being deleted cannot be searched: it is skipped and
+listed in ``failed_identities`` with ``partial: true``. The tenant's ``custom:`` patterns and time
+zone apply. Cursors carry the offset, ``as_of`` and a fingerprint of the arguments.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import msgspec
 from shared.auth.permissions import KeyLevel
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.mail.model import Address
-from shared.search.keyword import Facets, Filters, facets, run_keyword
+from shared.search.engine import run_search
+from shared.search.keyword import Facets, Filters, Scope
+from shared.search.patterns import tenant_patterns
 from shared.search.query import parse
+from shared.search.semantic import engine_for
 from shared.tenancy.store import get_tenant
 from shared.tools.budget import cut, drop_to_fit
 from shared.tools.context import ToolContext
@@ -91,8 +97,9 @@ class SearchArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class Why(msgspec.Struct, kw_only=True):
-    """Why a message is a hit: the query clauses it satisfies, and its semantic score (null
-    when semantic matching did not take part)."""
+    """Why a message is a hit: the clauses of the query it satisfies (top-level terms and the
+    alternatives of a top-level OR, in the query language), and its cosine similarity to the
+    query's words (null when semantic matching did not take part)."""
 
     matched: list[str]
     semantic_score: float | None = None
@@ -136,9 +143,15 @@ def _fingerprint(args: SearchArgs, query: str, identity_ids: list[str]) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs
-                 ) -> tuple[list[str], str]:
-    """Identity ids to search and the time zone that reads dates."""
+class _Resolved(msgspec.Struct, frozen=True, kw_only=True):
+    identity_ids: list[str]
+    failed: list[str]
+    tenant_id: str
+    time_zone: str
+
+
+async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs) -> _Resolved:
+    """Identity ids to search, those that cannot be, and the tenant whose policy applies."""
     principal = ctx.principal
     if args.scope == "identity":
         if args.identity_ids or args.tenant_id:
@@ -147,7 +160,8 @@ async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs
                           "Pass scope: \"tenant\", or drop them and pass identity.")
         identity = await identity_for(conn, principal, args.identity)
         tenant = await get_tenant(conn, identity.tenant_id)
-        return [identity.id], tenant.time_zone if tenant else "UTC"
+        return _Resolved(identity_ids=[identity.id], failed=[], tenant_id=identity.tenant_id,
+                         time_zone=tenant.time_zone if tenant else "UTC")
     if principal.level is KeyLevel.IDENTITY:
         raise PylotaError(ErrorCode.SCOPE_DENIED, "An identity key cannot search the whole tenant.",
                           fix="Use scope \"identity\" (the default), or a tenant key.")
@@ -161,37 +175,39 @@ async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs
             principal.tenant_id is not None and args.tenant_id not in (None, principal.tenant_id)):
         raise invalid("tenant_id", "No such tenant for this key.",
                       "Omit tenant_id for a tenant key; otherwise pass one of your tenants.")
-    rows = await conn.fetch(
-        "SELECT id FROM identities WHERE tenant_id = $1 AND status IN ('active', 'paused')"
-        " ORDER BY id", tenant_id)
-    ids = [r["id"] for r in rows]
+    rows = await conn.fetch("SELECT id, status FROM identities WHERE tenant_id = $1 ORDER BY id",
+                            tenant_id)
+    searchable = [r["id"] for r in rows if r["status"] in ("active", "paused")]
     if args.identity_ids:
-        unknown = sorted(set(args.identity_ids) - set(ids))
+        unknown = sorted(set(args.identity_ids) - {r["id"] for r in rows})
         if unknown:
             raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
                               f"Not identities of this tenant: {', '.join(unknown)}.",
                               fix="Pass ids from mail_list_identities.")
-        return list(args.identity_ids), tenant.time_zone
-    if len(ids) > MAX_SCOPE_IDENTITIES:
+        return _Resolved(identity_ids=[i for i in args.identity_ids if i in searchable],
+                         failed=[i for i in args.identity_ids if i not in searchable],
+                         tenant_id=tenant_id, time_zone=tenant.time_zone)
+    if len(searchable) > MAX_SCOPE_IDENTITIES:
         raise PylotaError(ErrorCode.SCOPE_TOO_LARGE,
-                          f"The tenant has {len(ids)} identities; one search covers at most "
+                          f"The tenant has {len(searchable)} identities; one search covers at most "
                           f"{MAX_SCOPE_IDENTITIES}.",
                           fix="Pass identity_ids with up to 100 ids from mail_list_identities.")
-    return ids, tenant.time_zone
+    return _Resolved(identity_ids=searchable, failed=[], tenant_id=tenant_id,
+                     time_zone=tenant.time_zone)
 
 
 async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
-    """Search the identities in scope; see the module docstring for modes.
+    """Search the identities in scope; see the module docstring.
 
     Raises:
         PylotaError: ``invalid_request`` (path ``q`` for the query, or the argument), scope
             errors (``identity_not_found``, ``scope_denied``, ``scope_too_large``).
     """
-    query = parse(args.q)
-    rendered = query.render()
     async with ctx.pool.acquire() as conn:
-        identity_ids, time_zone = await _scope(conn, ctx, args)
-        fingerprint = _fingerprint(args, rendered, identity_ids)
+        resolved = await _scope(conn, ctx, args)
+        query = parse(args.q, custom_patterns=await tenant_patterns(conn, resolved.tenant_id))
+        rendered = query.render()
+        fingerprint = _fingerprint(args, rendered, resolved.identity_ids)
         if args.cursor:
             state = decode_cursor(args.cursor, "search")
             if state.get("f") != fingerprint:
@@ -202,24 +218,26 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
             offset, as_of = 0, datetime.now(timezone.utc)
         filters = Filters(direction=args.direction, labels=tuple(args.labels), after=args.after,
                           before=args.before)
-        raw, more = await run_keyword(
-            conn, identity_ids=identity_ids, query=query, filters=filters, as_of=as_of,
-            time_zone=time_zone, offset=offset, limit=args.limit,
-            snippet_chars=args.snippet_chars, group_by_thread=args.group_by == "thread")
-        counted = await facets(conn, identity_ids=identity_ids, query=query, filters=filters,
-                               as_of=as_of, time_zone=time_zone)
-    clauses = [] if query.root is None else [rendered]
+        scope = Scope(identity_ids=resolved.identity_ids, as_of=as_of,
+                      time_zone=resolved.time_zone)
+        outcome = await run_search(conn, engine_for(ctx.settings), scope, query.root, filters,
+                                   mode=args.mode, offset=offset, limit=args.limit,
+                                   group_by_thread=args.group_by == "thread")
     hits = []
-    for h in raw:
+    for h in outcome.hits:
         snippet, snippet_cut = cut(h.snippet, args.snippet_chars)
         hits.append(SearchHit(
             message_id=h.message_id, thread_id=h.thread_id, identity_id=h.identity_id,
             subject=h.subject, from_=h.from_, date=h.date, snippet=snippet,
-            snippet_truncated=snippet_cut, score=h.score, why=Why(matched=clauses),
+            snippet_truncated=snippet_cut, score=h.score,
+            why=Why(matched=outcome.matched.get(h.message_id, []),
+                    semantic_score=h.semantic_score),
             thread_hits=h.thread_hits if args.group_by == "thread" else None))
     result = SearchResult(
-        query=rendered, hits=hits, facets=counted, next_cursor=None, truncated=False,
-        semantic_coverage=0.0, degraded=args.mode != "keyword", as_of=as_of)
+        query=rendered, hits=hits, facets=outcome.facets, next_cursor=None, truncated=False,
+        semantic_coverage=outcome.semantic_coverage, degraded=outcome.degraded, as_of=as_of,
+        partial=bool(resolved.failed), failed_identities=resolved.failed)
+    more = outcome.more
     if drop_to_fit(result, result.hits):
         result.truncated = more = True
     if more:

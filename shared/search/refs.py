@@ -1,0 +1,155 @@
+"""References in mail: extraction at ingest, the forms a ``ref:`` value is looked up by, and the
+``message_refs`` table this module owns (spec section 4.3, ``ref:`` and ``custom:``).
+
+What is extracted, from the subject and the whole text (quoted text included, so a reply that
+quotes an invoice number is found by it):
+
+- ``plate``: UK registration plates in the current format, ``AB12 CDE`` (two letters, two digits,
+  three letters; any spacing).
+- ``invoice``, ``order``, ``claim``, ``pcn``, ``reference``: a number right after its keyword
+  ("Invoice INV-2026-0042", "order #55123", "claim no. CLM 88-1234", "PCN: AB12345678",
+  "Penalty Charge Notice WK0512345", "ref: XK-99-17"). The number must hold a digit; an optional
+  letter prefix is joined by nothing, a space, ``-`` or ``/``; digit groups may be split by spaces, ``-`` or
+  ``/``.
+- ``amount``: a sum with a currency (``£1,234.50``, ``$20``, ``EUR 99.90``, ``1.234,50 €`` is
+  not read: only ``.`` as the decimal mark). Stored as ``1234.50`` and ``GBP1234.50``.
+- ``phone``: 9 to 15 digits that start with ``+`` or ``0`` (``+44 20 7946 0018``,
+  ``(020) 7946-0018``). Stored as digits with the ``+``; a ``+44`` number also as its national
+  form ``020…``, so either way of writing it finds the other.
+- ``custom:NAME``: matches of the tenant's own patterns (``tenant_ref_patterns``), upper-cased
+  text searched with the pattern between non-alphanumerics; the normalized match must satisfy
+  the whole pattern.
+
+Normalization (:func:`normalize`) is the parser's: upper case, white space and dashes removed.
+Extraction is pure; the store functions take the connection first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+import asyncpg
+
+__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "MAX_REFS"]
+
+#: Most references stored for one message; a mass mailing of numbers should not flood the table.
+MAX_REFS = 200
+
+Ref = tuple[str, str]
+"""``(kind, value)``, value normalized."""
+
+_SEPARATORS = re.compile(r"[\s\-\u2010-\u2015\u2212]+")
+_PLATE = re.compile(r"(?<![A-Z0-9])([A-Z]{2}[0-9]{2}) ?([A-Z]{3})(?![A-Z0-9])")
+_NUMBER = r"(?P<v>(?:[A-Z]{1,6}[-/ ]?)?[A-Z0-9]*[0-9][A-Z0-9]*(?:[ \-/][A-Z0-9]*[0-9][A-Z0-9]*)*)"
+_KEYWORDS = {
+    "invoice": r"INVOICE|INV",
+    "order": r"ORDER|PURCHASE ORDER|PO",
+    "claim": r"CLAIM",
+    "pcn": r"PCN|PENALTY CHARGE NOTICE|PENALTY CHARGE",
+    "reference": r"REFERENCE|REF|BOOKING|TICKET|CASE|POLICY|ACCOUNT",
+}
+_KEYED = [(kind, re.compile(
+    rf"(?<![A-Z0-9])(?:{words})\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
+    for kind, words in _KEYWORDS.items()]
+_CURRENCY = {"£": "GBP", "$": "USD", "€": "EUR", "GBP": "GBP", "USD": "USD", "EUR": "EUR"}
+_SUM = r"(?P<n>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.(?P<d>[0-9]{1,2}))?"
+_AMOUNT_BEFORE = re.compile(rf"(?P<c>£|\$|€|\b(?:GBP|USD|EUR))\s?{_SUM}(?![0-9])")
+_AMOUNT_AFTER = re.compile(rf"(?<![0-9.,]){_SUM}\s?(?P<c>£|€|(?:GBP|USD|EUR)\b)")
+_PHONE = re.compile(r"(?<![0-9+])(\+|\(?0)[0-9 ().\-]{7,22}[0-9](?![0-9])")
+_AMOUNT_QUERY = re.compile(rf"(?P<c>£|\$|€|GBP|USD|EUR)?{_SUM}(?P<c2>£|€|GBP|USD|EUR)?")
+_PHONE_QUERY = re.compile(r"\+?[0-9().]{9,24}")
+
+
+def normalize(value: str) -> str:
+    """Upper case without white space and dashes: the form the query parser gives ``ref:``."""
+    return _SEPARATORS.sub("", value).upper()
+
+
+def _amount(currency: str | None, whole: str, cents: str | None) -> list[str]:
+    value = f"{int(whole.replace(',', ''))}.{(cents or '').ljust(2, '0')}"
+    return [value, _CURRENCY[currency] + value] if currency else [value]
+
+
+def _phone(raw: str) -> list[str]:
+    digits = re.sub(r"[^0-9]", "", raw)
+    plus = raw.lstrip().startswith("+")
+    if not 9 <= len(digits) <= 15:
+        return []
+    if plus:
+        forms = ["+" + digits]
+        if digits.startswith("44"):
+            forms.append("0" + digits[2:])
+        return forms
+    if not digits.startswith("0"):
+        return []
+    return [digits, "+44" + digits[1:]] if len(digits) == 11 else [digits]
+
+
+def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | None = None
+                 ) -> list[Ref]:
+    """Every reference in ``subject`` and ``text``, deduplicated, at most :data:`MAX_REFS`.
+
+    Args:
+        custom_patterns: the tenant's patterns, NAME (lower case) to a regular expression over
+            the normalized value; each match is stored as kind ``custom:NAME``.
+
+    Returns:
+        ``(kind, value)`` pairs in order of first appearance.
+    """
+    upper = f"{subject}\n{text}".upper()
+    found: dict[Ref, None] = {}
+
+    def add(kind: str, value: str) -> None:
+        if value and len(found) < MAX_REFS:
+            found.setdefault((kind, value), None)
+
+    for m in _PLATE.finditer(upper):
+        add("plate", m[1] + m[2])
+    for kind, pattern in _KEYED:
+        for m in pattern.finditer(upper):
+            add(kind, re.sub(r"[\s\-/]+", "", m["v"]))
+            prefix, space, rest = m["v"].partition(" ")
+            if space and prefix.isalpha():  # "invoice is 123": keep 123 as well as IS123
+                add(kind, re.sub(r"[\s\-/]+", "", rest))
+    for pattern in (_AMOUNT_BEFORE, _AMOUNT_AFTER):
+        for m in pattern.finditer(upper):
+            for value in _amount(m["c"].strip(), m["n"], m["d"]):
+                add("amount", value)
+    for m in _PHONE.finditer(upper):
+        for value in _phone(m[0]):
+            add("phone", value)
+    for name, regex in (custom_patterns or {}).items():
+        whole = re.compile(regex)
+        for m in re.finditer(rf"(?<![A-Z0-9])(?:{regex})(?![A-Z0-9])", upper):
+            value = normalize(m[0])
+            if whole.fullmatch(value):
+                add(f"custom:{name}", value)
+    return list(found)
+
+
+def lookup_forms(value: str) -> list[str]:
+    """The stored values a ``ref:`` value (already :func:`normalize`d) finds.
+
+    The value itself, and without ``#``, ``/`` and brackets; a sum with a currency mark or a
+    decimal point also as the stored amount (``£1,234.5`` -> ``GBP1234.50``); a phone number also
+    in its other form (``+44…`` and ``0…``). A bare integer is not read as an amount, so ``ref:500``
+    finds invoice 500, not £500 (``ref:£500`` or ``ref:500.00`` find that).
+    """
+    forms = {value, re.sub(r"[#/()\[\]]", "", value)}
+    amount = _AMOUNT_QUERY.fullmatch(value)
+    if amount and (amount["c"] or amount["c2"] or amount["d"] or "," in amount["n"]):
+        forms.update(_amount(amount["c"] or amount["c2"], amount["n"], amount["d"])[-1:])
+    if _PHONE_QUERY.fullmatch(value):
+        forms.update(_phone(value))
+    return sorted(f for f in forms if f)
+
+
+async def save_refs(conn: asyncpg.Connection, identity_id: str, message_id: str,
+                    refs: Iterable[Ref]) -> None:
+    """Store ``refs`` for ``message_id`` (idempotent: existing rows are kept)."""
+    rows = [(message_id, identity_id, kind, value) for kind, value in refs]
+    if rows:
+        await conn.executemany(
+            "INSERT INTO message_refs (message_id, identity_id, kind, value)"
+            " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", rows)
