@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from front.app import Resources
 
 __all__ = ["Reply", "Failure", "StreamJob", "dispatch", "tool_result", "tool_error",
-           "visible_tools", "SERVER_INFO", "CAPABILITIES", "LIST_TTL_MS"]
+           "visible_tools", "tool_entry", "SERVER_INFO", "CAPABILITIES", "LIST_TTL_MS"]
 
 log = get_logger("front.mcp")
 
@@ -72,7 +72,9 @@ def _modern_meta() -> dict[str, Any]:
     return {p.SERVER_INFO_META_KEY: {"name": SERVER_INFO.name, "version": SERVER_INFO.version}}
 
 
-def _tool_entry(spec: ToolSpec) -> p.Tool:
+def tool_entry(spec: ToolSpec) -> p.Tool:
+    """The `tools/list` entry of ``spec``: all four hints explicit (spec section 4.1), outputSchema
+    from the result Struct with every ``$ref`` inlined (4.2), none for a content tool."""
     a = spec.annotations
     return p.Tool(
         name=spec.name, title=spec.title, description=spec.description,
@@ -240,7 +242,7 @@ async def dispatch(res: Resources, principal: Principal, route: Route, request_i
             capabilities=CAPABILITIES, ttl_ms=LIST_TTL_MS, cache_scope="private",
             instructions=guide.INSTRUCTIONS, meta=_modern_meta()))
     if method == "tools/list":
-        tools = [_tool_entry(t) for t in visible_tools(res.tools, principal)]
+        tools = [tool_entry(t) for t in visible_tools(res.tools, principal)]
         if modern:
             return Reply(p.ListToolsResult(tools=tools, result_type="complete",
                                            ttl_ms=LIST_TTL_MS, cache_scope="private",

@@ -1,0 +1,35 @@
+"""Tool titles, descriptions and input schemas are exactly the spec's (seed section 4.3), and all
+four annotation hints are set (section 4.1). Reads the seed from the team kit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from front.mcp.dispatch import tool_entry
+from shared.tools.registry import TOOLS
+from tests.conftest import kit_path
+
+SEED = None if kit_path() is None else (kit_path() / "seeds" / "000_210278c88de83c70.txt")
+pytestmark = pytest.mark.skipif(SEED is None or not SEED.is_file(), reason="team kit seed absent")
+
+
+@pytest.mark.parametrize("spec", TOOLS, ids=lambda t: t.name)
+def test_title_description_and_input_schema_are_the_specs(spec):
+    text = SEED.read_text(encoding="utf-8")
+    heading = f"\n{spec.name}\n\nTitle “{spec.title}”. Description: {spec.description}\n"
+    assert heading in text
+    start = text.index("{", text.index(heading) + len(heading))
+    schema, _ = json.JSONDecoder().raw_decode(text[start:])
+    assert spec.input_schema == schema
+
+
+@pytest.mark.parametrize("spec", TOOLS, ids=lambda t: t.name)
+def test_all_four_hints_are_explicit_and_output_schema_is_an_object(spec):
+    entry = tool_entry(spec)
+    hints = entry.annotations
+    assert None not in (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint,
+                        hints.open_world_hint)
+    assert entry.output_schema["type"] == "object"
+    assert "$ref" not in json.dumps(entry.output_schema)
