@@ -1,6 +1,7 @@
 """The ``pylota`` command: administration, import, and the two processes.
 
-Admin commands (``migrate``, ``import``, ``tenants``, ``identities``, ``keys``) live here. ``serve``
+Admin commands (``migrate``, ``import``, ``tenants``, ``identities``, ``keys``,
+``embeddings``) live here. ``serve``
 and ``worker`` belong to ``front`` and ``workers``; they are loaded by name when invoked (click's
 lazy-group pattern), so this domain package never imports the front or the workers.
 
@@ -110,6 +111,28 @@ def tenants_create(name: str, time_zone: str, test_mode: bool, as_json: bool) ->
     _emit(tenant, as_json, tenant.id)
 
 
+@tenants.command("set-pattern")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.argument("name")
+@click.argument("pattern")
+def tenants_set_pattern(tenant: str, name: str, pattern: str) -> None:
+    """Define the custom: reference pattern NAME (a regular expression over the upper-case value
+    without spaces or dashes), e.g. booking '[A-Z]{3}[0-9]{3}'. Then custom:NAME:VALUE searches;
+    run `pylota embeddings backfill --refs` to find it in mail already stored."""
+    from shared.search.patterns import set_pattern
+
+    async def work(settings: Settings) -> None:
+        conn = await connect(settings.database_url)
+        try:
+            found = await tenancy.resolve_tenant(conn, tenant)
+            await set_pattern(conn, found.id, name, pattern)
+        finally:
+            await conn.close()
+
+    _run(work)
+    click.echo(f"custom:{name} set")
+
+
 @main.group()
 def identities() -> None:
     """Manage identities (mailboxes)."""
@@ -210,6 +233,52 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
                f"{len(summary.with_defects)} (listed by --json)")
     for failure in summary.failed:
         click.echo(f"  failed: {failure.origin}: {failure.reason}")
+
+
+@main.group()
+def embeddings() -> None:
+    """Embeddings for semantic search (computed by `pylota worker --batch`)."""
+
+
+@embeddings.command("backfill")
+@click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
+@click.option("--refs", is_flag=True, help="Also extract references (ref:, custom:) again.")
+@click.option("--now", "inline", is_flag=True,
+              help="Embed here and wait, instead of leaving the queue to the batch workers.")
+def embeddings_backfill(identity: str | None, refs: bool, inline: bool) -> None:
+    """Queue every message without a vector of the configured model (PM_EMBEDDER), e.g. mail
+    imported before embeddings existed or before a model change."""
+    from shared.db import create_pool
+    from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
+    from shared.embeddings.store import embed_pending, enqueue_missing
+    from shared.search.indexing import reindex_refs
+
+    async def work(settings: Settings) -> str:
+        try:
+            embedder = load_embedder(settings.pm_embedder, settings.pm_embed_threads)
+        except EmbedderUnavailable as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model is unavailable: {exc}",
+                              fix="Install the packages the README lists, or set PM_EMBEDDER.") from exc
+        if embedder is None:
+            raise PylotaError(ErrorCode.INVALID_REQUEST, "PM_EMBEDDER is off: nothing to compute.",
+                              fix="Set PM_EMBEDDER=onnx.")
+        pool = await create_pool(settings.database_url, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                identity_id = (await tenancy.resolve_identity(conn, identity)).id if identity else None
+                reread = await reindex_refs(conn, identity_id) if refs else None
+                queued = await enqueue_missing(conn, embedder.model, identity_id)
+            done = await embed_pending(pool, embedder, batch=settings.pm_embed_batch) if inline else None
+        finally:
+            await pool.close()
+        parts = [f"queued {queued} message(s) for {embedder.model}"]
+        if reread is not None:
+            parts.append(f"references read again in {reread}")
+        if done is not None:
+            parts.append(f"embedded {done}")
+        return ", ".join(parts)
+
+    click.echo(_run(work))
 
 
 if __name__ == "__main__":

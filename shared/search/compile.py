@@ -112,8 +112,8 @@ def _sender(c: Compiled, value: str) -> str:
 
 def _instant(c: Compiled, value: str, time_zone: str) -> str:
     if len(value) == 10:  # a date: midnight in the tenant's zone
-        return f"({c.bind(value)}::date::timestamp AT TIME ZONE {c.bind(time_zone)})"
-    return f"{c.bind(value)}::timestamptz"
+        return f"({c.bind(value)}::text::date::timestamp AT TIME ZONE {c.bind(time_zone)}::text)"
+    return f"{c.bind(value)}::text::timestamptz"
 
 
 def _operator(c: Compiled, op: Operator, time_zone: str) -> str:

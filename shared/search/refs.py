@@ -16,9 +16,9 @@ quotes an invoice number is found by it):
 - ``phone``: 9 to 15 digits that start with ``+`` or ``0`` (``+44 20 7946 0018``,
   ``(020) 7946-0018``). Stored as digits with the ``+``; a ``+44`` number also as its national
   form ``020…``, so either way of writing it finds the other.
-- ``custom:NAME``: matches of the tenant's own patterns (``tenant_ref_patterns``), upper-cased
-  text searched with the pattern between non-alphanumerics; the normalized match must satisfy
-  the whole pattern.
+- ``custom:NAME``: values that satisfy the whole of one of the tenant's patterns
+  (``tenant_ref_patterns``): every run of up to three letter-digit tokens joined by white space
+  or dashes is tried, normalized (``xka-123`` is tried as ``XKA123``).
 
 Normalization (:func:`normalize`) is the parser's: upper case, white space and dashes removed.
 Extraction is pure; the store functions take the connection first.
@@ -59,6 +59,10 @@ _AMOUNT_AFTER = re.compile(rf"(?<![0-9.,]){_SUM}\s?(?P<c>£|€|(?:GBP|USD|EUR)\
 _PHONE = re.compile(r"(?<![0-9+])(\+|\(?0)[0-9 ().\-]{7,22}[0-9](?![0-9])")
 _AMOUNT_QUERY = re.compile(rf"(?P<c>£|\$|€|GBP|USD|EUR)?{_SUM}(?P<c2>£|€|GBP|USD|EUR)?")
 _PHONE_QUERY = re.compile(r"\+?[0-9().]{9,24}")
+_TOKEN = re.compile(r"[A-Z0-9]+")
+_JOIN = re.compile(r"[ \t\-\u2010-\u2015\u2212]{1,3}")
+#: Tokens a custom reference may span ("ABC 123 456").
+_CUSTOM_TOKENS = 3
 
 
 def normalize(value: str) -> str:
@@ -119,13 +123,27 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
     for m in _PHONE.finditer(upper):
         for value in _phone(m[0]):
             add("phone", value)
-    for name, regex in (custom_patterns or {}).items():
-        whole = re.compile(regex)
-        for m in re.finditer(rf"(?<![A-Z0-9])(?:{regex})(?![A-Z0-9])", upper):
-            value = normalize(m[0])
-            if whole.fullmatch(value):
-                add(f"custom:{name}", value)
+    if custom_patterns:
+        compiled = [(f"custom:{name}", re.compile(regex)) for name, regex in custom_patterns.items()]
+        for value in _candidates(upper):
+            for kind, whole in compiled:
+                if whole.fullmatch(value):
+                    add(kind, value)
     return list(found)
+
+
+def _candidates(upper: str) -> Iterable[str]:
+    # Runs of 1 to _CUSTOM_TOKENS letter-digit tokens joined by white space or dashes, normalized:
+    # "XKA-123" and "XKA 123" both give "XKA123" (and "XKA" and "123" alone).
+    tokens = list(_TOKEN.finditer(upper))
+    for i, first in enumerate(tokens):
+        value = first[0]
+        yield value
+        for prev, token in zip(tokens[i:i + _CUSTOM_TOKENS - 1], tokens[i + 1:i + _CUSTOM_TOKENS]):
+            if not _JOIN.fullmatch(upper, prev.end(), token.start()):
+                break
+            value += token[0]
+            yield value
 
 
 def lookup_forms(value: str) -> list[str]:

@@ -1,0 +1,74 @@
+"""Reference extraction and lookup forms (``shared.search.refs``): pure, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.search.refs import MAX_REFS, extract_refs, lookup_forms, normalize
+
+EXTRACTED = [
+    ("Vehicle AB12 CDE was seen", ("plate", "AB12CDE")),
+    ("plate ab12cde", ("plate", "AB12CDE")),
+    ("Invoice INV-2026-0042 attached", ("invoice", "INV20260042")),
+    ("invoice no. 55123", ("invoice", "55123")),
+    ("Order #A-77 shipped", ("order", "A77")),
+    ("purchase order: PO 4471", ("order", "PO4471")),
+    ("Claim no. CLM 88-1234", ("claim", "CLM881234")),
+    ("PCN: WK05123456", ("pcn", "WK05123456")),
+    ("Penalty Charge Notice WK05123457", ("pcn", "WK05123457")),
+    ("Our ref: XK-99-17", ("reference", "XK9917")),
+    ("Total £1,234.50 due", ("amount", "GBP1234.50")),
+    ("Total £1,234.50 due", ("amount", "1234.50")),
+    ("costs $20", ("amount", "USD20.00")),
+    ("EUR 99.9 only", ("amount", "EUR99.90")),
+    ("99.90 EUR only", ("amount", "EUR99.90")),
+    ("Call +44 20 7946 0018", ("phone", "+442079460018")),
+    ("Call +44 20 7946 0018", ("phone", "02079460018")),
+    ("Call (020) 7946-0018", ("phone", "02079460018")),
+]
+
+
+@pytest.mark.parametrize(("text", "ref"), EXTRACTED, ids=[f"{t}->{r[1]}" for t, r in EXTRACTED])
+def test_extracts(text: str, ref: tuple[str, str]) -> None:
+    assert ref in extract_refs("", text)
+
+
+@pytest.mark.parametrize("text", ["order of events", "claim it back", "PCN", "Call 12345",
+                                  "year 2026", "version 1.2.3", "AB12CDEF"])
+def test_does_not_extract(text: str) -> None:
+    assert extract_refs("", text) == []
+
+
+def test_subject_counts_and_order_is_first_seen() -> None:
+    refs = extract_refs("Claim 7781", "PCN WK05123456, claim 7781 again")
+    assert refs == [("claim", "7781"), ("pcn", "WK05123456")]
+
+
+def test_custom_patterns_match_whole_normalized_values() -> None:
+    patterns = {"booking": "[A-Z]{3}[0-9]{3}"}
+    assert ("custom:booking", "XKA123") in extract_refs("", "booking xka-123 ok", patterns)
+    assert ("custom:booking", "XKA123") in extract_refs("", "it is XKA 123", patterns)
+    assert not [r for r in extract_refs("", "XKA1234 and AXKA123", patterns)
+                if r[0] == "custom:booking"]
+
+
+def test_at_most_max_refs() -> None:
+    text = " ".join(f"invoice {n}" for n in range(1000, 1000 + 3 * MAX_REFS))
+    assert len(extract_refs("", text)) == MAX_REFS
+
+
+@pytest.mark.parametrize(("typed", "finds"), [
+    ("AB12 CDE", "AB12CDE"),
+    ("inv-2026-0042", "INV20260042"),
+    ("#55123", "55123"),
+    ("£1,234.5", "GBP1234.50"),
+    ("1234.50", "1234.50"),
+    ("+44 20 7946 0018", "02079460018"),
+    ("020 7946 0018", "+442079460018"),
+])
+def test_lookup_forms(typed: str, finds: str) -> None:
+    assert finds in lookup_forms(normalize(typed))
+
+
+def test_a_bare_integer_is_not_an_amount() -> None:
+    assert lookup_forms("500") == ["500"]
