@@ -79,8 +79,9 @@ class Compiled:
 
 
 def _text(c: Compiled, text: str, positive: bool) -> str:
-    p = c.bind(text)
-    tsq = f"phraseto_tsquery('en_unaccent', {p})"
+    tsq = f"phraseto_tsquery('en_unaccent', {c.bind(text)})"
+    if "-" in text:  # "Acked-by" also matches "Acked By:" (punctuation between words is free)
+        tsq = f"({tsq} || phraseto_tsquery('en_unaccent', {c.bind(text.replace('-', ' '))}))"
     if positive:
         c.rank_terms.append(tsq)
     return f"(numnode({tsq}) = 0 OR m.tsv @@ {tsq})"

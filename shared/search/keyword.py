@@ -157,7 +157,8 @@ async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node
     « and » (the stored snippet when no word matches the message)."""
     if not ranked:
         return []
-    texts = _positive_texts(root)
+    texts = [t for text in _positive_texts(root)
+             for t in ([text, text.replace("-", " ")] if "-" in text else [text])]
     params: list[Any] = [[r.message_id for r in ranked], *texts]
     if texts:
         tsq = " || ".join(f"phraseto_tsquery('en_unaccent', ${n})" for n in range(2, len(texts) + 2))

@@ -127,3 +127,11 @@ async def test_category_is_an_honest_error(box: Mailbox) -> None:
     assert caught.value.code is ErrorCode.INVALID_REQUEST
     assert caught.value.details == {"path": "q"}
     assert "categor" in caught.value.message
+
+
+async def test_punctuation_between_words_is_free(mailbox: Mailbox) -> None:
+    await mailbox.add("ack-1", body="Looks good.\n\nAcked By: Jo Bloggs")
+    await mailbox.add("ack-2", body="Acked-by: Ann Lee <ann@clients.example>")
+    await mailbox.add("other", body="He acted by himself.")
+    assert await found(mailbox, "Acked-by") == {"ack-1", "ack-2"}
+    assert await found(mailbox, '"acked-by"') == {"ack-1", "ack-2"}

@@ -1,0 +1,141 @@
+"""The search modes on a real PostgreSQL with the hash embedder (``shared.search.engine``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from shared.db import create_pool
+from shared.embeddings.embedder import HashEmbedder
+from shared.embeddings.store import embed_pending
+from shared.search.engine import Outcome, run_search
+from shared.search.keyword import Filters, Scope
+from shared.search.query import parse
+from shared.search.semantic import SemanticEngine
+from tests.shared.search.conftest import OWN, Mailbox
+
+
+@pytest.fixture
+async def box(mailbox: Mailbox, db_url: str) -> Mailbox:
+    add = mailbox.add
+    await add("fine-1", sender="parking@council.example", subject="Penalty charge notice",
+              body="A parking fine was issued to your delivery van on Hill Street.",
+              date="Mon, 02 Nov 2026 10:00:00 +0000")
+    await add("fine-2", sender=OWN, to="parking@council.example", subject="Re: Penalty charge notice",
+              body="We appeal the parking fine: the van was loading.",
+              date="Tue, 03 Nov 2026 10:00:00 +0000", in_reply_to="fine-1")
+    await add("lunch", sender="ann@clients.example", subject="Lunch",
+              body="Team lunch on Friday at the noodle bar?", date="Wed, 04 Nov 2026 10:00:00 +0000")
+    await add("invoice", sender="jo@brightwell.example", subject="Invoice for March",
+              body="The invoice for March consulting is attached. Parking was included.",
+              date="Thu, 05 Nov 2026 10:00:00 +0000")
+    return mailbox
+
+
+async def embed_all(db_url: str) -> None:
+    pool = await create_pool(db_url, max_size=2)
+    try:
+        await embed_pending(pool, HashEmbedder())
+    finally:
+        await pool.close()
+
+
+async def search(box: Mailbox, q: str, mode: str = "hybrid", *, engine: str = "hash",
+                 offset: int = 0, limit: int = 10, group: bool = False,
+                 as_of: datetime | None = None, filters: Filters = Filters()) -> Outcome:
+    scope = Scope(identity_ids=[box.identity_id], as_of=as_of or datetime.now(timezone.utc),
+                  time_zone="UTC")
+    return await run_search(box.conn, SemanticEngine(engine, 1), scope, parse(q).root, filters,
+                            mode=mode, offset=offset, limit=limit, group_by_thread=group)
+
+
+def mids(box: Mailbox, outcome: Outcome) -> list[str]:
+    back = {v: k for k, v in box.ids.items()}
+    return [back[h.message_id] for h in outcome.hits]
+
+
+async def test_semantic_ranks_by_similarity_and_reports_it(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    outcome = await search(box, "parking fine van", "semantic")
+    assert mids(box, outcome)[:2] in (["fine-1", "fine-2"], ["fine-2", "fine-1"])
+    assert len(outcome.hits) == 4  # semantic ranks everything in scope
+    scores = [h.semantic_score for h in outcome.hits]
+    assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)
+    assert outcome.semantic_coverage == 1.0 and not outcome.degraded
+
+
+async def test_operators_still_filter_in_semantic_mode(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    outcome = await search(box, "parking fine from:@brightwell.example", "semantic")
+    assert mids(box, outcome) == ["invoice"]
+    assert outcome.matched[box.ids["invoice"]] == ["parking", "from:@brightwell.example"]
+
+
+async def test_hybrid_puts_messages_found_both_ways_first(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    outcome = await search(box, "parking van")
+    assert mids(box, outcome)[0] in ("fine-1", "fine-2")
+    assert set(mids(box, outcome)) >= {"fine-1", "fine-2", "invoice"}
+    first = outcome.hits[0]
+    assert first.semantic_score is not None and "«" in first.snippet
+    assert outcome.matched[first.message_id] == ["parking", "van"]
+
+
+async def test_keyword_mode_needs_every_word(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    outcome = await search(box, "parking van", "keyword")
+    assert set(mids(box, outcome)) == {"fine-1", "fine-2"}
+    assert all(h.semantic_score is None for h in outcome.hits)
+    assert {f.value for f in outcome.facets.sender_domain} == {"council.example", "acme.example"}
+
+
+async def test_without_vectors_hybrid_is_degraded_keyword(box: Mailbox) -> None:
+    outcome = await search(box, "parking van")
+    assert outcome.degraded and outcome.semantic_coverage == 0.0
+    assert set(mids(box, outcome)) == {"fine-1", "fine-2"}
+
+
+async def test_model_off_is_degraded_keyword(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    outcome = await search(box, "parking van", "semantic", engine="off")
+    assert outcome.degraded and set(mids(box, outcome)) == {"fine-1", "fine-2"}
+    plain = await search(box, "parking van", "keyword", engine="off")
+    assert not plain.degraded
+
+
+async def test_operators_only_is_keyword_by_date_in_every_mode(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    for mode in ("keyword", "semantic", "hybrid"):
+        outcome = await search(box, "in:inbound", mode)
+        assert mids(box, outcome) == ["invoice", "lunch", "fine-1"] and not outcome.degraded
+
+
+async def test_group_by_thread(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    for mode in ("keyword", "semantic", "hybrid"):
+        outcome = await search(box, "parking fine", mode, group=True)
+        threads = [h.thread_id for h in outcome.hits]
+        assert len(threads) == len(set(threads))
+        fine = next(h for h in outcome.hits if h.message_id in (box.ids["fine-1"], box.ids["fine-2"]))
+        assert fine.thread_hits == 2
+
+
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+async def test_pages_stay_stable_while_mail_arrives(box: Mailbox, db_url: str, mode: str) -> None:
+    await embed_all(db_url)
+    as_of = datetime.now(timezone.utc)
+    first = await search(box, "parking", mode, limit=1, as_of=as_of)
+    await box.add("late", sender="parking@council.example", subject="parking parking",
+                  body="parking fine parking van parking", date="Fri, 06 Nov 2026 10:00:00 +0000")
+    await embed_all(db_url)
+    seen = mids(box, first)
+    offset = 1
+    while True:
+        page = await search(box, "parking", mode, limit=1, offset=offset, as_of=as_of)
+        seen += mids(box, page)
+        offset += 1
+        if not page.more:
+            break
+    assert "late" not in seen and len(seen) == len(set(seen))
+    assert "late" in mids(box, await search(box, "parking", mode))
