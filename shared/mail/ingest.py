@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 
 from shared.events import NewMail, publish_new_mail
 from shared.logs import get_logger
-from shared.mail.parse import parse_message
+from shared.mail.parse import parse_message, unparsed
 from shared.mail.quotes import new_text, snippet
 from shared.mail.store import StoreOutcome, insert_message
 from shared.search.indexing import index_message
@@ -33,8 +33,16 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     parsed = parse_message(raw)
     fresh = new_text(parsed.text)
     status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
-    outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
-                                   snippet=snippet(fresh or parsed.text), status=status)
+    try:
+        outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
+                                       snippet=snippet(fresh or parsed.text), status=status)
+    except asyncpg.DataError as exc:
+        # A parsed value PostgreSQL refuses must not cost the message: keep its raw bytes with
+        # the parse reduced to nothing, so it can be re-parsed once the parser is fixed.
+        log.warning("stored_raw_only", identity_id=identity_id, error=type(exc).__name__)
+        parsed = unparsed(f"unparseable: storage refused a parsed value ({type(exc).__name__})")
+        outcome = await insert_message(conn, identity_id, parsed, raw, new_text="", snippet="",
+                                       status="unparsed")
     if not outcome.duplicate:
         await index_message(conn, identity_id, outcome.message_id, parsed.subject, parsed.text)
     if not outcome.duplicate and redis is not None:

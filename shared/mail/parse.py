@@ -37,7 +37,7 @@ import html2text
 
 from shared.mail.model import Address, ParsedAttachment, ParsedMessage
 
-__all__ = ["CHARSET_ALIASES", "MAX_HEADERS", "MAX_HEADER_CHARS", "parse_message"]
+__all__ = ["CHARSET_ALIASES", "MAX_HEADERS", "MAX_HEADER_CHARS", "MAX_MSG_IDS", "parse_message", "unparsed"]
 
 MAX_HEADERS = 200
 MAX_HEADER_CHARS = 2000
@@ -94,6 +94,9 @@ _BARE_MSG_ID = re.compile(r"[^<>\s@]+@[^<>\s@]+")
 _FOLD = re.compile(r"\r?\n[ \t]*")
 _ADDRESS_HEADERS = ("from", "to", "cc", "reply-to")
 
+#: Most msg-ids kept from one In-Reply-To or References field.
+MAX_MSG_IDS = 500
+
 
 def parse_message(raw: bytes) -> ParsedMessage:
     """Parse one message; never raises.
@@ -105,11 +108,16 @@ def parse_message(raw: bytes) -> ParsedMessage:
     try:
         return _parse(raw)
     except Exception as exc:  # the promise of this function: bad mail is recorded, not raised
-        return ParsedMessage(
-            message_id=None, in_reply_to=[], references=[], subject="", from_=None, to=[], cc=[],
-            reply_to=[], sent_at=None, text="", headers=[], attachments=[],
-            defects=[f"unparseable: {type(exc).__name__}: {exc}"],
-        )
+        return unparsed(f"unparseable: {type(exc).__name__}: {_storable(str(exc))[:200]}")
+
+
+def unparsed(defect: str) -> ParsedMessage:
+    """A ParsedMessage with every field empty and the one ``defect``: what is stored, beside the
+    raw bytes, for a message nothing could be read from."""
+    return ParsedMessage(
+        message_id=None, in_reply_to=[], references=[], subject="", from_=None, to=[], cc=[],
+        reply_to=[], sent_at=None, text="", headers=[], attachments=[], defects=[defect],
+    )
 
 
 def _parse(raw: bytes) -> ParsedMessage:
@@ -149,7 +157,7 @@ def _parse(raw: bytes) -> ParsedMessage:
         sent_at=_sent_at(first.get("date"), defects),
         text=_body_text(msg, defects),
         headers=headers,
-        attachments=_attachments(msg),
+        attachments=_attachments(msg, defects),
         defects=defects.items,
     )
 
@@ -212,7 +220,8 @@ def _read_addresses(
             if addr_spec:
                 defects.add(f"{name}: dropped {addr_spec!r}, not an address")
             continue
-        into.append(Address(address=addr_spec, name=display_name.strip() or None))
+        into.append(Address(address=_storable(addr_spec),
+                            name=_storable(display_name.strip()) or None))
     return text
 
 
@@ -236,11 +245,15 @@ def _compat_text(value: str) -> str:
 
 
 def _msg_ids(name: str, text: str, defects: _Defects, *, bare_ok: bool = False) -> list[str]:
-    """The msg-ids in a Message-ID, In-Reply-To or References value (RFC 5322 section 3.6.4)."""
-    ids: list[str] = []
-    for match in _MSG_ID.finditer(text):
-        if match.group(1) not in ids:
-            ids.append(match.group(1))
+    """The msg-ids in a Message-ID, In-Reply-To or References value (RFC 5322 section 3.6.4).
+
+    At most :data:`MAX_MSG_IDS` are kept: the first (the thread's root) and the latest ones,
+    which are what threading needs (RFC 5322 section 3.6.4 lets a References field be trimmed).
+    """
+    ids = list(dict.fromkeys(m.group(1) for m in _MSG_ID.finditer(text)))
+    if len(ids) > MAX_MSG_IDS:
+        defects.add(f"{name}: kept {MAX_MSG_IDS} of {len(ids)} msg-ids")
+        ids = ids[:1] + ids[-(MAX_MSG_IDS - 1):]
     for token in _ANGLE_TOKEN.findall(text):
         if "@" not in token:
             defects.add(f"{name}: '<{token}>' is not a msg-id")
@@ -329,7 +342,7 @@ def _html_to_text(html: str, defects: _Defects) -> str:
         return html
 
 
-def _attachments(msg: Message) -> list[ParsedAttachment]:
+def _attachments(msg: Message, defects: _Defects) -> list[ParsedAttachment]:
     found: list[ParsedAttachment] = []
     for index, part in _leaves(msg):
         if not _is_attachment(part):
@@ -337,8 +350,8 @@ def _attachments(msg: Message) -> list[ParsedAttachment]:
         found.append(
             ParsedAttachment(
                 part_index=index,
-                filename=_filename(part),
-                content_type=part.get_content_type().lower(),
+                filename=_filename(part, defects),
+                content_type=_storable(part.get_content_type().lower()),
                 disposition=part.get_content_disposition(),
                 content_id=_content_id(part),
                 content=_part_bytes(part),
@@ -350,10 +363,10 @@ def _attachments(msg: Message) -> list[ParsedAttachment]:
 def _content_id(part: Message) -> str | None:
     """The Content-ID (RFC 2045 section 7) without angle brackets, as ``cid:`` URLs use it."""
     value = part.get("content-id")
-    return (str(value).strip().strip("<>").strip() or None) if value is not None else None
+    return (_storable(str(value).strip().strip("<>").strip()) or None) if value is not None else None
 
 
-def _filename(part: Message) -> str | None:
+def _filename(part: Message, defects: _Defects) -> str | None:
     """The part's filename: RFC 2231 parameters decoded by ``email``, RFC 2047 words by us."""
     filename = part.get_filename()
     if filename is None:
@@ -361,7 +374,10 @@ def _filename(part: Message) -> str | None:
     if "=?" in filename:
         # RFC 2047 section 5 forbids encoded-words in parameters, but mailers write them anyway.
         filename = _compat_text(filename)
-    return filename.strip() or None
+    stored = _storable(filename.strip())
+    if stored != filename.strip() or _garbled(filename):
+        defects.add("filename: undecodable characters replaced with U+FFFD")
+    return stored or None
 
 
 def _part_bytes(part: Message) -> bytes:
@@ -401,6 +417,15 @@ def _decode_bytes(data: bytes, label: str | None) -> str:
 def _without_nul(text: str) -> str:
     # PostgreSQL text cannot hold U+0000; the raw copy keeps the original byte.
     return text.replace("\x00", "\ufffd")
+
+
+def _storable(text: str) -> str:
+    """``text`` with U+0000 and lone surrogates (undecodable bytes the parser kept as
+    surrogate escapes) replaced by U+FFFD, so that PostgreSQL's UTF-8 text accepts it."""
+    text = _without_nul(text)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
 
 
 def _codec(label: str | None) -> str | None:

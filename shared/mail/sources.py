@@ -42,6 +42,9 @@ NOT_MAIL = "not a mail message: first line is not a header field"
 
 _MBOX_SUFFIXES = (".mbox", ".mbx", ".mbox.gz")
 
+#: Longest line taken for an mbox separator ("From sender date"); longer ones are body text.
+MAX_SEPARATOR_BYTES = 1000
+
 # RFC 4155 section 2 fixes only "From " plus sender plus a date in asctime form; real files vary
 # (two spaces before the date, "goran at domain.com" senders, trailing text after the year, 8-bit
 # senders), so we ask for the date's parts rather than its exact layout.
@@ -84,14 +87,20 @@ def iter_sources(paths: list[Path], *, mboxrd: bool = True) -> Iterator[SourceIt
     Never raises for bad input: unreadable files, bad gzip data and files that are clearly not
     mail become items with ``raw=None`` and ``problem`` set.
     """
+    visited: set[Path] = set()
     for path in paths:
         if path.is_dir():
-            yield from _walk(path, mboxrd=mboxrd)
+            yield from _walk(path, mboxrd=mboxrd, visited=visited)
         else:
             yield from _read_file(path, mboxrd=mboxrd)
 
 
-def _walk(directory: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
+def _walk(directory: Path, *, mboxrd: bool, visited: set[Path]) -> Iterator[SourceItem]:
+    # A symlink back to a parent would otherwise walk the same folder until the OS gives up.
+    real = directory.resolve()
+    if real in visited:
+        return
+    visited.add(real)
     try:
         entries = sorted(p for p in directory.iterdir() if not p.name.startswith("."))
     except OSError as exc:
@@ -101,9 +110,12 @@ def _walk(directory: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
     for entry in entries:
         if entry.is_dir():
             if not (is_maildir and entry.name == "tmp"):
-                yield from _walk(entry, mboxrd=mboxrd)
-        else:
+                yield from _walk(entry, mboxrd=mboxrd, visited=visited)
+        elif entry.is_file():
             yield from _read_file(entry, mboxrd=mboxrd)
+        else:
+            # Opening a FIFO would block the import for ever; devices and sockets are not mail.
+            yield SourceItem(str(entry), None, "not a regular file")
 
 
 def _read_file(path: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
@@ -178,7 +190,9 @@ def _has_text(lines: list[bytes]) -> bool:
 
 
 def _is_separator(line: bytes) -> bool:
-    return line.startswith(b"From ") and _SEPARATOR.match(line.rstrip(b"\r\n")) is not None
+    # Real separators are short; the length check keeps the lazy pattern linear on hostile lines.
+    return (line.startswith(b"From ") and len(line) <= MAX_SEPARATOR_BYTES
+            and _SEPARATOR.match(line.rstrip(b"\r\n")) is not None)
 
 
 def _reason(exc: BaseException) -> str:
