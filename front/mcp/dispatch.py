@@ -157,8 +157,7 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
     spec = visible.get(name) if isinstance(name, str) else None
     if spec is None:
         # A forbidden tool and a missing one get the same answer (spec section 3).
-        return Failure(code=p.INVALID_PARAMS, message=f"Unknown tool: {name}",
-                       http_status=400 if modern else 200)
+        return Failure(code=p.INVALID_PARAMS, message=f"Unknown tool: {name}")
     started = time.monotonic()
     fields: dict[str, Any] = {"method": route.method, "tool": spec.name,
                               "key_id": principal.key_id, "identity_id": principal.identity_id,
@@ -204,15 +203,12 @@ def _get_prompt(res: Resources, route: Route) -> Reply | Failure:
     spec = next((s for s in res.prompts if s.name == name), None)
     arguments = route.params.get("arguments") or {}
     if spec is None:
-        return Failure(code=p.INVALID_PARAMS, message=f"Unknown prompt: {name}",
-                       http_status=400 if modern else 200)
+        return Failure(code=p.INVALID_PARAMS, message=f"Unknown prompt: {name}")
     if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-        return Failure(code=p.INVALID_PARAMS, message="Prompt arguments must be string values.",
-                       http_status=400 if modern else 200)
+        return Failure(code=p.INVALID_PARAMS, message="Prompt arguments must be string values.")
     missing = [a.name for a in spec.arguments if a.required and a.name not in arguments]
     if missing:
-        return Failure(code=p.INVALID_PARAMS, message=f"Missing prompt argument: {missing[0]}",
-                       http_status=400 if modern else 200)
+        return Failure(code=p.INVALID_PARAMS, message=f"Missing prompt argument: {missing[0]}")
     return Reply(p.GetPromptResult(
         description=spec.description, messages=list(spec.render(arguments)),
         result_type="complete" if modern else None, meta=_modern_meta() if modern else None))

@@ -136,6 +136,7 @@ class RejectionKind(StrEnum):
     FORBIDDEN_ORIGIN = "forbidden_origin"
     FORBIDDEN_HOST = "forbidden_host"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    REQUEST_TIMEOUT = "request_timeout"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     PARSE_ERROR = "parse_error"
     INVALID_REQUEST = "invalid_request"
@@ -159,6 +160,8 @@ REJECTION_STATUS: Final[Mapping[RejectionKind, tuple[int, int | None]]] = Mappin
         # 403, not the SDK's 421: the conformance dns-rebinding check asks for 403 exactly.
         RejectionKind.FORBIDDEN_HOST: (403, SERVER_ERROR),
         RejectionKind.PAYLOAD_TOO_LARGE: (413, SERVER_ERROR),
+        # A body that stops arriving; not in the seed's list, which assumes bodies arrive.
+        RejectionKind.REQUEST_TIMEOUT: (408, SERVER_ERROR),
         RejectionKind.UNSUPPORTED_MEDIA_TYPE: (415, INVALID_REQUEST),
         RejectionKind.PARSE_ERROR: (400, PARSE_ERROR),
         RejectionKind.INVALID_REQUEST: (400, INVALID_REQUEST),
@@ -335,7 +338,7 @@ def check_size_and_type(content_length: int | None, content_type: str | None, *,
     if content_length is not None and content_length > MAX_BODY_BYTES:
         error = PylotaError(
             ErrorCode.PAYLOAD_TOO_LARGE,
-            f"The request body is {content_length} bytes; the limit is {MAX_BODY_BYTES} bytes (7 MiB).",
+            f"The request body is larger than the limit of {MAX_BODY_BYTES} bytes (7 MiB).",
             fix="Send a smaller request: attachments count towards the 7 MiB limit.",
             details={"limit_bytes": MAX_BODY_BYTES},
         )

@@ -58,7 +58,11 @@ log = get_logger("front.mcp")
 STREAM_MARGIN_SECONDS = 15.0
 #: The SSE comment sent after a quiet heartbeat interval (spec section 2.6).
 KEEP_ALIVE = b": keep-alive\n\n"
-_ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+_ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE"]
+#: Seconds a client may take to send its whole body; a stalled upload would hold the request.
+BODY_READ_SECONDS = 30.0
+#: Longest ``method`` value written to the request log (callers choose it before authenticating).
+LOGGED_METHOD_CHARS = 64
 _SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _WWW_AUTHENTICATE = 'Bearer realm="pylota-mail", error="invalid_token"'
@@ -298,7 +302,13 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: st
     if (rejection := check_size_and_type(length, headers.get("content-type"),
                                          request_id=request_id)) is not None:
         return _rejected(rejection, fields)  # 413 or 415 (step 3)
-    raw = await _read_body(request)
+    try:
+        async with asyncio.timeout(BODY_READ_SECONDS):
+            raw = await _read_body(request)
+    except TimeoutError:
+        return _rejected(reject(RejectionKind.REQUEST_TIMEOUT,
+                                f"The body did not arrive within {BODY_READ_SECONDS:g} seconds."),
+                         fields)
     if raw is None:  # a chunked body past the limit
         too_large = check_size_and_type(MAX_BODY_BYTES + 1, "application/json",
                                         request_id=request_id)
@@ -308,7 +318,7 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: st
     if isinstance(body, Rejection):
         return _rejected(body, fields)  # 400 -32700 / -32600 (step 4)
     body_id = body.get("id")
-    fields["method"] = body["method"]
+    fields["method"] = body["method"][:LOGGED_METHOD_CHARS]
     try:
         async with res.pool.acquire() as conn:
             principal = await authenticate(conn, headers.get("authorization"))

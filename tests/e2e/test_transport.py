@@ -17,6 +17,7 @@ from arq.jobs import Job
 
 from front.mcp import protocol as p
 from front.mcp.inbound import ALLOW, MAX_BODY_BYTES
+from front.mcp import transport
 from front.mcp.protocol import LEGACY_DEFAULT, MODERN_VERSION, SUPPORTED_VERSIONS
 from front.mcp.prompts import PROMPTS, user_text
 from shared import guide
@@ -67,12 +68,26 @@ def error_of(messages: list[dict]) -> dict:
 # --- Spec section 2.1: the ladder, in order ---------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "HEAD"])
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "HEAD", "TRACE"])
 async def test_methods_other_than_post_are_405_with_allow_post(stack, method):
     wire, *_ = stack
     response = await wire.http.request(method, wire.url, headers=wire.headers())
     assert response.status_code == 405
     assert response.headers["allow"] == ALLOW
+
+
+async def test_a_body_that_stops_arriving_is_408(stack, monkeypatch):
+    monkeypatch.setattr(transport, "BODY_READ_SECONDS", 0.5)
+    wire, *_ = stack
+    host, port = wire.url.removeprefix("http://").split("/")[0].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: 100\r\n\r\n{{\"jsonrpc\"".encode())
+    await writer.drain()
+    async with asyncio.timeout(10):
+        status_line = await reader.readline()
+    writer.close()
+    assert status_line.split()[1] == b"408"
 
 
 async def test_options_is_204_without_a_cors_grant(stack):
@@ -281,6 +296,14 @@ async def test_legacy_errors_are_http_200(stack, version):
     assert error_of(messages)["code"] == p.INVALID_PARAMS
 
 
+async def test_modern_unknown_tool_is_a_json_rpc_error_with_http_200(stack):
+    # Spec section 2.4: only an unknown *method* changes the status (404) in the modern era.
+    wire, *_ = stack
+    response, messages = await wire.modern("tools/call", {"name": "no_such_tool"})
+    assert response.status_code == 200
+    assert error_of(messages) == {"code": p.INVALID_PARAMS, "message": "Unknown tool: no_such_tool"}
+
+
 async def test_legacy_ping_answers_an_empty_result_and_keeps_id_zero(stack):
     wire, *_ = stack
     _, [message] = await wire.legacy("ping", id=0)
@@ -420,3 +443,15 @@ async def test_logs_have_one_line_per_request_and_call_and_never_arguments(stack
     invalid = next(line for line in calls if line["outcome"] == "error"
                    and line["tool"] == "mail_list_identities")
     assert invalid["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+async def test_an_anonymous_callers_method_is_cut_in_the_log(stack, capfd):
+    wire, *_ = stack
+    anonymous = Wire(wire.http, wire.url, None)
+    response = await anonymous.post({"jsonrpc": "2.0", "id": 1, "method": "M" * 100_000})
+    assert response.status_code == 401
+    captured = capfd.readouterr()
+    lines = [json.loads(line) for line in (captured.out + captured.err).splitlines()
+             if line.startswith("{")]
+    [request] = [line for line in lines if line.get("event") == "request"]
+    assert request["method"] == "M" * transport.LOGGED_METHOD_CHARS
