@@ -141,6 +141,19 @@ def _elapsed_ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 1)
 
 
+def _nul_path(value: Any, path: str = "") -> str | None:
+    """The path of the first string holding U+0000, which JSON allows and PostgreSQL text does not."""
+    if isinstance(value, str):
+        return (path or "arguments") if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return f"{path}.{key!r}".lstrip(".")
+        if (found := _nul_path(item, f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]")) is not None:
+            return found.lstrip(".")
+    return None
+
+
 async def _call_tool(res: Resources, principal: Principal, route: Route, request_id: str,
                      progress: Progress) -> Reply | Failure | StreamJob:
     """``tools/call``: find the tool among those visible to the key, decode the arguments into its
@@ -169,6 +182,10 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
             raise PylotaError(ErrorCode.INVALID_REQUEST, "arguments must be an object.",
                               fix="Pass the tool's arguments as a JSON object.",
                               details={"path": "arguments"})
+        if (where := _nul_path(arguments)) is not None:
+            raise PylotaError(ErrorCode.INVALID_REQUEST, f"{where} contains a NUL character.",
+                              fix=f"Remove the \\u0000 characters from {where}.",
+                              details={"path": where})
         try:
             args = msgspec.convert(arguments, spec.args, strict=False)
         except msgspec.ValidationError as exc:

@@ -455,3 +455,13 @@ async def test_an_anonymous_callers_method_is_cut_in_the_log(stack, capfd):
              if line.startswith("{")]
     [request] = [line for line in lines if line.get("event") == "request"]
     assert request["method"] == "M" * transport.LOGGED_METHOD_CHARS
+
+
+async def test_a_nul_character_in_any_argument_is_invalid_request_naming_it(stack):
+    wire, *_ = stack
+    _, [message] = await wire.legacy("tools/call", {"name": "mail_search",
+                                                    "arguments": {"q": "a\u0000b"}})
+    result = message["result"]
+    assert result["isError"] is True
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert (error["code"], error["details"]["path"]) == (ErrorCode.INVALID_REQUEST, "q")
