@@ -13,6 +13,9 @@ PROMPT_DESCRIPTION = "How to find, read and cite email with the Pylota Mail tool
 GOAL_DESCRIPTION = "Optional: what you are trying to find or do."
 #: Longest goal echoed into the prompt, in characters (spec section 6.1).
 GOAL_CHARS = 500
+#: Bidirectional embedding, override and isolate controls (Unicode category Cf): removed with the
+#: C0/C1 controls, since they can make the goal read differently from what it says.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 INSTRUCTIONS = (
     "Pylota Mail gives you business email mailboxes. Find mail with mail_search (operators such as from:,\n"
@@ -61,7 +64,8 @@ def prompt_text(goal: str | None) -> str:
     control characters removed and the goal cut to 500 characters (spec section 6.1)."""
     line = ""
     if goal:
-        clean = "".join(c for c in goal if unicodedata.category(c) != "Cc")[:GOAL_CHARS]
+        clean = "".join(c for c in goal if unicodedata.category(c) != "Cc"
+                        and c not in _BIDI_CONTROLS)[:GOAL_CHARS]
         if clean.strip():
             line = f"Your current goal: {clean}"
     return _PROMPT.replace("{GOAL_LINE}", line)
