@@ -1,9 +1,11 @@
 """The ``embed_queue`` job of the batch queue: embed messages waiting in ``embedding_queue``.
 
 Ingest queues every new message in PostgreSQL (``shared.search.indexing``); this job runs as an
-arq cron every ``PM_EMBED_POLL_SECONDS`` under one fixed job id, so at most one runs at a time
-across all batch workers and ticks never pile up while one is busy. Each run embeds at most
-:data:`MESSAGES_PER_RUN` messages, which bounds its duration; the next tick goes on.
+arq cron every ``PM_EMBED_POLL_SECONDS`` (one job per tick across all batch workers: arq derives
+the job id from the tick). Each run embeds at most :data:`MESSAGES_PER_RUN` messages, which bounds
+its duration and so the ticks that queue up behind it (about a minute / the period); those go on
+draining. Workers share the queue through ``SKIP LOCKED``, and a worker killed mid-run leaves its
+batch queued for the next tick.
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ from typing import Any
 from shared.embeddings.store import embed_pending
 from shared.logs import get_logger
 
-__all__ = ["embed_queue", "MESSAGES_PER_RUN", "JOB_ID"]
+__all__ = ["embed_queue", "MESSAGES_PER_RUN"]
 
 #: Messages one run embeds at most (about a minute of the ONNX model on 2 cores).
 MESSAGES_PER_RUN = 1_000
-#: The fixed arq job id of the cron, a dedupe key (arq refuses an id that is queued or running).
-JOB_ID = "pylota:embed_queue"
 
 log = get_logger("workers.embeddings")
 

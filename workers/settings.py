@@ -22,7 +22,7 @@ from shared.db import create_pool
 from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
 from shared.events import BATCH_QUEUE, INTERACTIVE_QUEUE
 from shared.logs import configure, get_logger
-from workers.embeddings import JOB_ID, embed_queue
+from workers.embeddings import embed_queue
 from workers.wait import mail_wait
 
 __all__ = ["worker_settings", "batch_worker_settings"]
@@ -83,7 +83,7 @@ def batch_worker_settings(settings: Settings) -> dict[str, Any]:
     return {
         "functions": [],
         "cron_jobs": [cron(embed_queue, second=set(range(0, 60, period)), run_at_startup=True,
-                           job_id=JOB_ID, keep_result=0)],
+                           keep_result=0)],
         "queue_name": BATCH_QUEUE,
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         "on_startup": batch_startup,

@@ -20,7 +20,7 @@ import msgspec
 
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
-from shared.tools import identities, messages, search, threads, wait
+from shared.tools import contacts, identities, messages, related, search, threads, wait
 
 __all__ = ["Annotations", "ToolSpec", "TOOLS", "by_name", "visible_to", "output_schema"]
 
@@ -97,6 +97,16 @@ TOOLS: tuple[ToolSpec, ...] = (
              input_schema=messages.INPUT_SCHEMA, args=messages.GetMessageArgs,
              result=messages.MessageResult, permission=Permission.MESSAGES_READ,
              annotations=READ_ONLY, handler=messages.run),
+    ToolSpec(name="mail_find_related", title="Find related messages",
+             description=related.DESCRIPTION, input_schema=related.INPUT_SCHEMA,
+             args=related.FindRelatedArgs, result=related.FindRelatedResult,
+             permission=Permission.SEARCH_READ, annotations=READ_ONLY, bucket="RL_SEARCH",
+             handler=related.run),
+    ToolSpec(name="mail_search_contacts", title="Search contacts",
+             description=contacts.DESCRIPTION, input_schema=contacts.INPUT_SCHEMA,
+             args=contacts.SearchContactsArgs, result=contacts.SearchContactsResult,
+             permission=Permission.CONTACTS_READ, annotations=READ_ONLY,
+             handler=contacts.run),
     ToolSpec(name="mail_wait", title="Wait for a message", description=wait.DESCRIPTION,
              input_schema=wait.INPUT_SCHEMA, args=wait.WaitArgs, result=wait.WaitResult,
              permission=Permission.MESSAGES_READ, annotations=READ_ONLY, runs_on="worker",

@@ -1,0 +1,61 @@
+"""Contact search for ``mail_search_contacts`` (spec section 4.3): prefix match on a contact's
+display name (any word of it), address, or domain, ranked by how often and how recently the
+mailbox exchanged mail with them.
+
+Reads ``contacts`` (owned and written by ``shared.mail.store`` at ingest); writes nothing.
+Score: ``(inbound_count + 2 * outbound_count) * exp(-days since last_at / RECENCY_DAYS)`` — mail
+the mailbox sent counts double, since writing to someone shows a real relationship.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+__all__ = ["Contact", "search_contacts", "RECENCY_DAYS"]
+
+#: Days after which a contact's weight has fallen to 1/e.
+RECENCY_DAYS = 180.0
+
+
+class Contact(msgspec.Struct, kw_only=True):
+    """Someone the mailbox exchanged mail with."""
+
+    address: str
+    name: str | None
+    domain: str
+    inbound_count: int
+    outbound_count: int
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+def _prefix(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+async def search_contacts(conn: asyncpg.Connection, identity_id: str, q: str, *, offset: int,
+                          limit: int) -> tuple[list[Contact], bool]:
+    """Contacts of ``identity_id`` matching the prefix ``q`` (case-insensitive; a leading ``@``
+    means a domain prefix only), best first, and whether more follow."""
+    q = " ".join(q.lower().split())
+    domain_only = q.startswith("@")
+    prefix = _prefix(q.lstrip("@"))
+    rows = await conn.fetch(
+        f"""SELECT address, display_name, split_part(address, '@', 2) AS domain, inbound_count,
+                   outbound_count, first_at, last_at
+            FROM contacts
+            WHERE identity_id = $1 AND (split_part(address, '@', 2) LIKE $2
+                  {'' if domain_only else
+                   "OR address LIKE $2 OR lower(display_name) LIKE $2"
+                   " OR lower(display_name) LIKE '% ' || $2"})
+            ORDER BY (inbound_count + 2 * outbound_count)
+                     * exp(-greatest(0, extract(epoch FROM now() - coalesce(last_at, now())))
+                           / 86400 / {RECENCY_DAYS}) DESC, address
+            LIMIT $3 OFFSET $4""", identity_id, prefix, limit + 1, offset)
+    found = [Contact(address=r["address"], name=r["display_name"], domain=r["domain"],
+                     inbound_count=r["inbound_count"], outbound_count=r["outbound_count"],
+                     first_at=r["first_at"], last_at=r["last_at"]) for r in rows]
+    return found[:limit], len(found) > limit

@@ -1,0 +1,170 @@
+"""Issue 4 end to end: mail stored by ingest, embedded by a real batch worker, searched through the
+real front with the official MCP Python SDK: modes, cursors, references, related messages,
+contacts and tenant scope (spec sections 3 and 4.3)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from arq.worker import Worker
+
+from shared.auth.keys import create_key
+from shared.auth.permissions import Permission
+from shared.errors import ErrorCode
+from shared.mail.ingest import ingest_raw
+from shared.search.patterns import set_pattern
+from shared.tenancy.store import create_identity
+from tests.conftest import running_front, settings_for
+from tests.e2e.harness import pylota, sdk_client, tenant_with_identity
+from tests.shared.search.conftest import mail
+
+
+@contextlib.asynccontextmanager
+async def running_batch_worker(settings) -> AsyncIterator[Worker]:
+    """A real arq worker on the batch queue (embeddings) in this process."""
+    from workers.settings import batch_worker_settings
+
+    worker = Worker(**{**batch_worker_settings(settings), "handle_signals": False})
+    task = asyncio.create_task(worker.async_run())
+    try:
+        yield worker
+    finally:
+        await worker.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def embedded(conn) -> None:
+    async with asyncio.timeout(30):
+        while await conn.fetchval("SELECT count(*) FROM embedding_queue"):
+            await asyncio.sleep(0.1)
+
+
+MESSAGES = [
+    ("pcn@x", dict(sender="parking@council.example", subject="Penalty Charge Notice",
+                   body="PCN WK05123456 was issued to vehicle AB12 CDE for parking on Hill Street.",
+                   date="Mon, 02 Nov 2026 10:00:00 +0000")),
+    ("appeal@x", dict(sender="desk@acme.example", to="parking@council.example",
+                      subject="Appeal against a parking ticket",
+                      body="We appeal PCN WK05123456: our van was loading goods.",
+                      date="Tue, 03 Nov 2026 10:00:00 +0000")),
+    ("trip@x", dict(sender="travel@trips.example", subject="Your trip",
+                    body="Booking XKA-123 to Lisbon is confirmed.",
+                    date="Wed, 04 Nov 2026 10:00:00 +0000")),
+    ("lunch@x", dict(sender="Ann Lee <ann@clients.example>", subject="Lunch friday",
+                     body="Team lunch on Friday at the noodle bar?",
+                     date="Thu, 05 Nov 2026 10:00:00 +0000")),
+]
+
+
+@pytest.fixture
+async def stack(db_url, conn, monkeypatch) -> AsyncIterator[dict]:
+    tenant_id, identity_id, token = await tenant_with_identity(conn, "desk@acme.example")
+    await set_pattern(conn, tenant_id, "booking", "[A-Z]{3}[0-9]{3}")
+    second = await create_identity(conn, tenant_id, "sales@acme.example")
+    ids = {}
+    for mid, kwargs in MESSAGES:
+        outcome, _ = await ingest_raw(conn, None, identity_id, mail(mid, **kwargs))
+        ids[mid] = outcome.message_id
+    outcome, _ = await ingest_raw(conn, None, second.id, mail(
+        "sales@x", sender="buyer@shop.example", to="sales@acme.example", subject="parking fine",
+        body="A parking fine for our delivery van.", date="Fri, 06 Nov 2026 10:00:00 +0000"))
+    ids["sales@x"] = outcome.message_id
+    _, tenant_token = await create_key(conn, tenant_id=tenant_id, identity_id=None,
+                                       permissions=list(Permission))
+    settings = settings_for(db_url, pm_embedder="hash", pm_embed_poll_seconds=1)
+    async with running_front(settings) as url, running_batch_worker(settings):
+        await embedded(conn)
+        yield {"url": url, "token": token, "tenant_token": tenant_token, "ids": ids,
+               "tenant_id": tenant_id, "identity_id": identity_id, "second": second.id}
+
+
+def error_code(result) -> str:
+    assert result.is_error
+    return json.loads(result.content[0].text)["error"]["code"]
+
+
+async def test_modes_cursor_and_references_over_mcp(stack) -> None:
+    back = {v: k for k, v in stack["ids"].items()}
+    async with sdk_client(stack["url"], stack["token"]) as client:
+        sem = (await client.call_tool("mail_search", {"q": "parking penalty van",
+                                                      "mode": "semantic"})).structured_content
+        assert not sem["degraded"] and sem["semantic_coverage"] == 1.0
+        assert {back[h["message_id"]] for h in sem["hits"][:2]} == {"pcn@x", "appeal@x"}
+        assert all(h["why"]["semantic_score"] is not None for h in sem["hits"])
+
+        pages, cursor = [], None
+        while True:
+            args = {"q": "parking OR lunch", "mode": "hybrid", "limit": 1}
+            if cursor:
+                args["cursor"] = cursor
+            page = (await client.call_tool("mail_search", args)).structured_content
+            pages += [back[h["message_id"]] for h in page["hits"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert len(pages) == len(set(pages)) and {"pcn@x", "appeal@x", "lunch@x"} <= set(pages)
+
+        plate = (await client.call_tool("mail_search", {"q": 'ref:"ab12 cde"', "mode": "keyword"})
+                 ).structured_content
+        assert [back[h["message_id"]] for h in plate["hits"]] == ["pcn@x"]
+        assert plate["hits"][0]["why"]["matched"] == ['ref:"ab12 cde"']
+        booking = (await client.call_tool("mail_search", {"q": "custom:booking:xka123"})
+                   ).structured_content
+        assert [back[h["message_id"]] for h in booking["hits"]] == ["trip@x"]
+        unknown = await client.call_tool("mail_search", {"q": "custom:flight:AB1"})
+        assert error_code(unknown) == ErrorCode.INVALID_REQUEST
+
+        related = (await client.call_tool("mail_find_related", {
+            "message_id": stack["ids"]["pcn@x"]})).structured_content
+        assert back[related["hits"][0]["message_id"]] == "appeal@x"
+        assert "ref:WK05123456" in related["hits"][0]["why"]["matched"]
+
+        people = (await client.call_tool("mail_search_contacts", {"q": "ann"})).structured_content
+        assert [c["address"] for c in people["data"]] == ["ann@clients.example"]
+        empty = await client.call_tool("mail_search_contacts", {"q": "  "})
+        assert error_code(empty) == ErrorCode.INVALID_REQUEST
+
+
+async def test_tenant_scope_rules(stack, conn) -> None:
+    async with sdk_client(stack["url"], stack["token"]) as client:
+        denied = await client.call_tool("mail_search", {"q": "parking", "scope": "tenant"})
+        assert error_code(denied) == ErrorCode.SCOPE_DENIED
+    async with sdk_client(stack["url"], stack["tenant_token"]) as client:
+        both = (await client.call_tool("mail_search", {"q": "parking", "scope": "tenant",
+                                                       "mode": "keyword"})).structured_content
+        assert {h["identity_id"] for h in both["hits"]} == {stack["identity_id"], stack["second"]}
+        assert both["partial"] is False and both["failed_identities"] == []
+
+        await conn.execute("UPDATE identities SET status = 'deleting' WHERE id = $1", stack["second"])
+        partial = (await client.call_tool("mail_search", {
+            "q": "parking", "scope": "tenant", "mode": "keyword",
+            "identity_ids": [stack["identity_id"], stack["second"]]})).structured_content
+        assert partial["partial"] is True and partial["failed_identities"] == [stack["second"]]
+        assert {h["identity_id"] for h in partial["hits"]} == {stack["identity_id"]}
+
+        for n in range(101):
+            await create_identity(conn, stack["tenant_id"], f"agent{n}@acme.example")
+        too_large = await client.call_tool("mail_search", {"q": "parking", "scope": "tenant"})
+        assert error_code(too_large) == ErrorCode.SCOPE_TOO_LARGE
+        named = await client.call_tool("mail_search", {"q": "parking", "scope": "tenant",
+                                                        "identity_ids": [stack["identity_id"]]})
+        assert not named.is_error
+
+
+async def test_backfill_command_embeds_mail_stored_without_vectors(db_url, conn, monkeypatch) -> None:
+    _, identity_id, _ = await tenant_with_identity(conn, "desk@acme.example")
+    await ingest_raw(conn, None, identity_id, mail("a@x", body="parking fine"))
+    await conn.execute("DELETE FROM embedding_queue")
+    monkeypatch.setenv("PM_EMBEDDER", "hash")
+    done = pylota(db_url, "embeddings", "backfill", "--refs", "--now")
+    assert done.returncode == 0, done.stderr
+    assert "queued 1 message(s) for hash-v1" in done.stdout and "embedded 1" in done.stdout
+    assert await conn.fetchval("SELECT count(*) FROM message_embeddings") == 1
+    again = pylota(db_url, "embeddings", "backfill")
+    assert "queued 0" in again.stdout
