@@ -52,8 +52,9 @@ async def search_contacts(conn: asyncpg.Connection, identity_id: str, q: str, *,
                    "OR address LIKE $2 OR lower(display_name) LIKE $2"
                    " OR lower(display_name) LIKE '% ' || $2"})
             ORDER BY (inbound_count + 2 * outbound_count)
-                     * exp(-greatest(0, extract(epoch FROM now() - coalesce(last_at, now())))
-                           / 86400 / {RECENCY_DAYS}) DESC, address
+                     * exp(-least(50, greatest(0, extract(epoch FROM now()
+                           - coalesce(last_at, now()))::float8 / 86400 / {RECENCY_DAYS}))) DESC,
+                     address
             LIMIT $3 OFFSET $4""", identity_id, prefix, limit + 1, offset)
     found = [Contact(address=r["address"], name=r["display_name"], domain=r["domain"],
                      inbound_count=r["inbound_count"], outbound_count=r["outbound_count"],

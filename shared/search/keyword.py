@@ -131,7 +131,8 @@ async def keyword_ranked(conn: asyncpg.Connection, scope: Scope, root: Node | No
     if rank_terms:
         rank = f"ts_rank_cd(m.tsv, {' || '.join(rank_terms)}, 32)"
         score = (f"((1 - {RECENCY_WEIGHT}) * {rank} + {RECENCY_WEIGHT} * "
-                 f"exp(-greatest(0, extract(epoch FROM $2 - {_DATE_SQL}) / 86400) / {RECENCY_DAYS}))")
+                 f"exp(-least(50, greatest(0, extract(epoch FROM $2 - {_DATE_SQL})::float8 / 86400)"
+                 f" / {RECENCY_DAYS})))")  # capped: a bogus Date (year 100) must not underflow
     else:
         score = f"extract(epoch FROM {_DATE_SQL})"
     base = (f"SELECT m.id, m.thread_id, {score}::float8 AS score, {_DATE_SQL} AS date"

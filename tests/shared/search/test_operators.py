@@ -135,3 +135,18 @@ async def test_punctuation_between_words_is_free(mailbox: Mailbox) -> None:
     await mailbox.add("other", body="He acted by himself.")
     assert await found(mailbox, "Acked-by") == {"ack-1", "ack-2"}
     assert await found(mailbox, '"acked-by"') == {"ack-1", "ack-2"}
+
+
+async def test_a_bogus_date_does_not_break_ranking(mailbox: Mailbox) -> None:
+    from shared.search.engine import run_search
+    from shared.search.semantic import SemanticEngine
+
+    await mailbox.add("ancient", body="invoice from long ago", date="Mon, 01 Jan 0100 00:00:00 +0000")
+    await mailbox.conn.execute("UPDATE messages SET sent_at = '0100-01-01' WHERE id = $1",
+                               mailbox.ids["ancient"])
+    scope = Scope(identity_ids=[mailbox.identity_id], as_of=datetime.now(timezone.utc),
+                  time_zone="UTC")
+    outcome = await run_search(mailbox.conn, SemanticEngine("off", 1), scope,
+                               parse("invoice").root, Filters(), mode="keyword", offset=0,
+                               limit=10, group_by_thread=False)
+    assert [h.message_id for h in outcome.hits] == [mailbox.ids["ancient"]]
