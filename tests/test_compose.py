@@ -37,7 +37,7 @@ def test_every_project_command_exists():
     assert scripts["pylota"] == "shared.cli:main"
     services = compose()["services"]
     ours = {name: s for name, s in services.items() if s.get("build") == "."}
-    assert set(ours) == {"migrate", "front", "worker"}
+    assert set(ours) == {"migrate", "front", "worker", "batch-worker"}
     for name, service in ours.items():
         argv = service["command"]
         assert argv[0] == "pylota", name
