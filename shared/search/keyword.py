@@ -3,6 +3,11 @@
 Every statement is scoped by identity ids and by ``as_of`` (messages stored after the first page
 was served are left out, so later pages of a cursor neither repeat nor skip hits while new mail
 arrives). Ranking blends ``ts_rank_cd`` with recency; a query without words orders by date.
+
+Costs are bounded for big mailboxes (STACK.md section 2: ranking and counting are O(matches)): a
+query with words ranks only the newest :data:`RANK_CANDIDATES` messages that match it, and facets
+count the newest :data:`FACET_CANDIDATES` matches. A word found in most of a 100,000-message
+mailbox therefore costs the same as a rarer one; operators (``after:``, ``from:``) reach older mail.
 Headlines are computed only for the rows returned (:func:`hit_details`, also used by the
 semantic and hybrid modes), and ``why`` is checked clause by clause on those rows only.
 """
@@ -22,6 +27,10 @@ from shared.search.query import And, Node, Or, Phrase, Term, render
 __all__ = ["Filters", "Ranked", "RawHit", "FacetCount", "Facets", "Scope", "where_sql",
            "keyword_ranked", "hit_details", "facets", "matched_clauses"]
 
+#: Newest matching messages a query with words ranks; later pages end there.
+RANK_CANDIDATES = 2_000
+#: Newest matching messages the facets count.
+FACET_CANDIDATES = 10_000
 #: Weight of recency against text relevance in the blended score (0..1).
 RECENCY_WEIGHT = 0.2
 #: Age in days (at ``as_of``, so every page of a cursor scores alike) at which the recency part
@@ -133,10 +142,13 @@ async def keyword_ranked(conn: asyncpg.Connection, scope: Scope, root: Node | No
         score = (f"((1 - {RECENCY_WEIGHT}) * {rank} + {RECENCY_WEIGHT} * "
                  f"exp(-least(50, greatest(0, extract(epoch FROM $2 - {_DATE_SQL})::float8 / 86400)"
                  f" / {RECENCY_DAYS})))")  # capped: a bogus Date (year 100) must not underflow
+        params.append(RANK_CANDIDATES)
+        source = (f"(SELECT m.id FROM messages m WHERE {where} ORDER BY {_DATE_SQL} DESC, m.id DESC"
+                  f" LIMIT ${len(params)}) c JOIN messages m ON m.id = c.id")
     else:
         score = f"extract(epoch FROM {_DATE_SQL})"
-    base = (f"SELECT m.id, m.thread_id, {score}::float8 AS score, {_DATE_SQL} AS date"
-            f" FROM messages m WHERE {where}")
+        source = f"messages m WHERE {where}"
+    base = f"SELECT m.id, m.thread_id, {score}::float8 AS score, {_DATE_SQL} AS date FROM {source}"
     if group_by_thread:
         base = (f"SELECT DISTINCT ON (thread_id) id, thread_id, score, date,"
                 f" count(*) OVER (PARTITION BY thread_id) AS thread_hits"
@@ -228,14 +240,16 @@ async def matched_clauses(conn: asyncpg.Connection, message_ids: list[str], root
 
 
 async def facets(conn: asyncpg.Connection, where: str, params: list[Any], time_zone: str) -> Facets:
-    """Facet counts over every message satisfying ``where`` (over ``messages m``, parameters
-    from ``$1``), top 10 values each."""
-    params = [*params, time_zone]
-    tz = f"${len(params)}"
+    """Facet counts over the newest :data:`FACET_CANDIDATES` messages satisfying ``where`` (over
+    ``messages m``, parameters from ``$1``), top 10 values each."""
+    params = [*params, time_zone, FACET_CANDIDATES]
+    tz = f"${len(params) - 1}"
     rows = await conn.fetch(
         f"""WITH hit AS (SELECT m.id, m.from_address, m.labels,
                                 coalesce(m.sent_at, m.received_at) AS date
-                         FROM messages m WHERE {where})
+                         FROM messages m WHERE {where}
+                         ORDER BY coalesce(m.sent_at, m.received_at) DESC, m.id DESC
+                         LIMIT ${len(params)})
             SELECT 'sender_domain' AS facet, split_part(from_address, '@', 2) AS value,
                    count(*) AS n FROM hit WHERE from_address IS NOT NULL GROUP BY 2
             UNION ALL

@@ -139,3 +139,13 @@ async def test_pages_stay_stable_while_mail_arrives(box: Mailbox, db_url: str, m
             break
     assert "late" not in seen and len(seen) == len(set(seen))
     assert "late" in mids(box, await search(box, "parking", mode))
+
+
+async def test_big_match_sets_rank_and_count_only_the_newest(box: Mailbox, monkeypatch) -> None:
+    from shared.search import keyword
+
+    monkeypatch.setattr(keyword, "RANK_CANDIDATES", 2)
+    monkeypatch.setattr(keyword, "FACET_CANDIDATES", 1)
+    outcome = await search(box, "parking", "keyword")
+    assert set(mids(box, outcome)) == {"invoice", "fine-2"}  # the two newest of three matches
+    assert sum(f.count for f in outcome.facets.month) == 1
