@@ -18,7 +18,7 @@ from shared.errors import ErrorCode
 from shared.mail.ingest import ingest_raw
 from shared.search.patterns import set_pattern
 from shared.tenancy.store import create_identity
-from tests.conftest import running_front, settings_for
+from tests.conftest import REDIS_URL, running_front, settings_for
 from tests.e2e.harness import pylota, sdk_client, tenant_with_identity
 from tests.shared.search.conftest import mail
 
@@ -77,7 +77,9 @@ async def stack(db_url, conn, monkeypatch) -> AsyncIterator[dict]:
     ids["sales@x"] = outcome.message_id
     _, tenant_token = await create_key(conn, tenant_id=tenant_id, identity_id=None,
                                        permissions=list(Permission))
-    settings = settings_for(db_url, pm_embedder="hash", pm_embed_poll_seconds=1)
+    # Redis database 1: the batch worker's cron jobs stay out of the queues other tests watch
+    settings = settings_for(db_url, pm_embedder="hash", pm_embed_poll_seconds=1,
+                            redis_url=REDIS_URL.rsplit("/", 1)[0] + "/1")
     async with running_front(settings) as url, running_batch_worker(settings):
         await embedded(conn)
         yield {"url": url, "token": token, "tenant_token": tenant_token, "ids": ids,
