@@ -39,6 +39,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_stream_heartbeat_seconds: float = 10.0
     #: arq poll delay of the interactive queue, in seconds (STACK.md section 4).
     pm_worker_poll_delay: float = 0.05
+    #: Prefix of the job queues; deployments that share one Redis need different values.
+    pm_namespace: str = "pylota"
     #: Log level for the JSON logs (debug, info, warning, error).
     pm_log_level: str = "info"
     #: Embedding model for semantic search: onnx (MiniLM, offline), hash (tests) or off.

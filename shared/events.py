@@ -11,16 +11,24 @@ import msgspec
 from redis.asyncio import Redis
 
 __all__ = [
-    "INTERACTIVE_QUEUE", "BATCH_QUEUE", "JOB_MAIL_WAIT", "NewMail", "JobEvent",
+    "interactive_queue", "batch_queue", "NewMail", "JobEvent",
     "new_mail_channel", "job_channel", "cancel_key", "publish_new_mail", "publish_job_event",
 ]
 
-#: arq queue for jobs a client waits on (mail_wait, deep search): short poll delay.
-INTERACTIVE_QUEUE = "pylota:queue:interactive"
-#: arq queue for background work (embeddings, attachment text).
-BATCH_QUEUE = "pylota:queue:batch"
-#: arq function name of the mail_wait job.
-JOB_MAIL_WAIT = "mail_wait"
+
+def interactive_queue(namespace: str) -> str:
+    """arq queue for jobs a client waits on (mail_wait): served with a short poll delay.
+
+    Queues carry the deployment's namespace (``PM_NAMESPACE``): a worker takes every job on its
+    queue, so two deployments sharing one Redis would otherwise answer each other's calls from
+    the wrong database. Channels and keys need no namespace: they hold ULIDs, unique everywhere.
+    """
+    return f"{namespace}:queue:interactive"
+
+
+def batch_queue(namespace: str) -> str:
+    """arq queue for background work (embeddings), with the namespace as above."""
+    return f"{namespace}:queue:batch"
 
 
 def new_mail_channel(identity_id: str) -> str:

@@ -27,6 +27,9 @@ from shared.db import connect, migrate
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_DSN = os.environ.get("PYLOTA_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PYLOTA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+#: Queues of this test run: a worker of another run or deployment on the same Redis never
+#: takes its jobs.
+NAMESPACE = f"pylota-test-{uuid.uuid4().hex[:8]}"
 
 
 def kit_path() -> Path | None:
@@ -116,6 +119,7 @@ def free_port() -> int:
 def settings_for(db_url: str, **overrides: object) -> Settings:
     """Settings of a test stack on ``db_url`` and the test Redis."""
     values: dict[str, object] = {"database_url": db_url, "redis_url": REDIS_URL,
+                                 "pm_namespace": NAMESPACE,
                                  "pm_api_host": "mail.pylota.test",
                                  "pm_hash_key": "test-hash-key", "pm_log_level": "info"}
     values.update(overrides)

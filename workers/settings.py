@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from shared.config import Settings
 from shared.db import create_pool
 from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
-from shared.events import BATCH_QUEUE, INTERACTIVE_QUEUE
+from shared.events import batch_queue, interactive_queue
 from shared.logs import configure, get_logger
 from workers.embeddings import embed_queue
 from workers.wait import mail_wait
@@ -37,7 +37,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["pool"] = await create_pool(settings.database_url, max_size=20)
     # Its own client (not arq's), so pub/sub and cancel checks never wait on job bookkeeping.
     ctx["redis"] = Redis.from_url(settings.redis_url)
-    log.info("worker_started", queue=INTERACTIVE_QUEUE)
+    log.info("worker_started", queue=interactive_queue(settings.pm_namespace))
 
 
 async def batch_startup(ctx: dict[str, Any]) -> None:
@@ -50,7 +50,8 @@ async def batch_startup(ctx: dict[str, Any]) -> None:
         # Messages stay queued; semantic search reports degraded until a worker can embed.
         ctx["embedder"] = None
         log.error("embedder_unavailable", reason=str(exc))
-    log.info("batch_worker_started", queue=BATCH_QUEUE, embedder=settings.pm_embedder)
+    log.info("batch_worker_started", queue=batch_queue(settings.pm_namespace),
+             embedder=settings.pm_embedder)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
@@ -62,7 +63,7 @@ def worker_settings(settings: Settings) -> dict[str, Any]:
     """Keyword arguments for :class:`arq.worker.Worker` from ``settings``."""
     return {
         "functions": [mail_wait],
-        "queue_name": INTERACTIVE_QUEUE,
+        "queue_name": interactive_queue(settings.pm_namespace),
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         "on_startup": startup,
         "on_shutdown": shutdown,
@@ -84,7 +85,7 @@ def batch_worker_settings(settings: Settings) -> dict[str, Any]:
         "functions": [],
         "cron_jobs": [cron(embed_queue, second=set(range(0, 60, period)), run_at_startup=True,
                            keep_result=0)],
-        "queue_name": BATCH_QUEUE,
+        "queue_name": batch_queue(settings.pm_namespace),
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         "on_startup": batch_startup,
         "on_shutdown": shutdown,

@@ -43,7 +43,7 @@ from front.mcp.inbound import (
 )
 from shared.auth.keys import Principal, authenticate
 from shared.errors import ErrorCode, PylotaError
-from shared.events import INTERACTIVE_QUEUE, cancel_key
+from shared.events import cancel_key, interactive_queue
 from shared.ids import Prefix, new_id
 from shared.logs import get_logger
 
@@ -124,7 +124,7 @@ def _inflight_key(principal: Principal, request_id: Any) -> str:
 async def _cancel(res: Resources, job_id: str) -> None:
     await res.redis.set(cancel_key(job_id), b"1", ex=120)
     try:
-        await Job(job_id, res.arq, _queue_name=INTERACTIVE_QUEUE).abort(timeout=0)
+        await Job(job_id, res.arq, _queue_name=interactive_queue(res.settings.pm_namespace)).abort(timeout=0)
     except (asyncio.TimeoutError, RedisError):
         pass
 
@@ -155,7 +155,7 @@ async def _run_job(res: Resources, principal: Principal, route_: Route, job: Str
                                     ex=int(job.timeout_seconds + STREAM_MARGIN_SECONDS))
                 queued = await res.arq.enqueue_job(job.function, request_id, job.payload,
                                                    _job_id=request_id,
-                                                   _queue_name=INTERACTIVE_QUEUE)
+                                                   _queue_name=interactive_queue(res.settings.pm_namespace))
             except RedisError:
                 queued = None
             final: p.CallToolResult | None = tool_error(
@@ -204,7 +204,7 @@ async def _job_frames(res: Resources, queue: asyncio.Queue, route_: Route, job: 
             if await res.redis.exists(cancel_key(request_id)):
                 return  # cancelled by notifications/cancelled: no response is owed (2025-11-25)
             # A missed pub/sub event must not hang the stream: the worker stores its result.
-            stored = await Job(request_id, res.arq, _queue_name=INTERACTIVE_QUEUE).result_info()
+            stored = await Job(request_id, res.arq, _queue_name=interactive_queue(res.settings.pm_namespace)).result_info()
             if stored is not None and isinstance(stored.result, dict):
                 yield tool_result(stored.result, modern)
                 return

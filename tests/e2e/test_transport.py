@@ -23,7 +23,7 @@ from front.mcp.prompts import PROMPTS, user_text
 from shared import guide
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode
-from shared.events import INTERACTIVE_QUEUE
+from shared.events import interactive_queue
 from shared.tools.context import ToolContext
 from shared.tools.registry import READ_ONLY, TOOLS, ToolSpec
 from tests.conftest import REDIS_URL, running_front, running_worker, settings_for
@@ -381,7 +381,7 @@ async def test_legacy_cancelled_notification_stops_the_callers_own_wait_job(stac
                 assert (await wire.post(cancel, headers=headers)).status_code == 202
                 rest = [line async for line in lines]
     assert not any(line.startswith("data:") for line in rest)  # no response after a cancel
-    job = Job(job_id, arq, _queue_name=INTERACTIVE_QUEUE)
+    job = Job(job_id, arq, _queue_name=interactive_queue(settings.pm_namespace))
     async with asyncio.timeout(10):  # well before the wait's own 30 s
         while (info := await job.result_info()) is None:
             await asyncio.sleep(0.05)
