@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from shared.errors import invalid
 
@@ -18,17 +20,38 @@ def encode_cursor(state: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(msgspec.json.encode(state)).decode().rstrip("=")
 
 
+#: Largest offset a cursor may carry; far past any real paging, small enough for SQL.
+MAX_OFFSET = 1_000_000
+
+
+class _State(msgspec.Struct, forbid_unknown_fields=True):
+    """Every field a cursor of ours may hold, with its type: a cursor a client edited fails here
+    rather than deep in a query. ``k`` is the listing, ``o`` an offset, ``a`` the ``as_of``
+    instant, ``after`` the last id of a page, ``f`` a query fingerprint, ``q`` the query text."""
+
+    k: str
+    o: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] | UnsetType = UNSET
+    a: datetime | UnsetType = UNSET
+    after: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType = UNSET
+    f: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType = UNSET
+    q: str | UnsetType = UNSET
+
+
 def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:
     """Decode a cursor made by :func:`encode_cursor` for the same ``kind`` of listing.
 
+    Returns the state as it was encoded (``a`` stays an ISO 8601 string).
+
     Raises:
-        PylotaError: ``invalid_request`` (path ``cursor``) for anything else.
+        PylotaError: ``invalid_request`` (path ``cursor``) for anything else, edited cursors
+            included.
     """
     try:
         state = msgspec.json.decode(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, msgspec.DecodeError, ValueError):
-        state = None
-    if not isinstance(state, dict) or state.get("k") != kind:
+        checked = msgspec.convert(state, _State)
+    except (binascii.Error, msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        checked = None
+    if checked is None or checked.k != kind:
         raise invalid("cursor", "This cursor is not one this listing returned.",
                       "Pass next_cursor from the previous result unchanged, or omit cursor.")
     return state

@@ -56,7 +56,7 @@ async def run(ctx: ToolContext, args: GetThreadArgs) -> ThreadResult:
         PylotaError: ``thread_not_found`` when the thread is not in the identity; ``invalid_request``
             for a bad cursor.
     """
-    offset = decode_cursor(args.cursor, "thr")["offset"] if args.cursor else 0
+    offset = decode_cursor(args.cursor, "thr")["o"] if args.cursor else 0
     async with ctx.pool.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
         thread = await get_thread(conn, identity.id, args.thread_id)
@@ -72,5 +72,5 @@ async def run(ctx: ToolContext, args: GetThreadArgs) -> ThreadResult:
         result.truncated = True
         more = True
     if more:
-        result.next_cursor = encode_cursor({"k": "thr", "offset": offset + len(result.messages)})
+        result.next_cursor = encode_cursor({"k": "thr", "o": offset + len(result.messages)})
     return result

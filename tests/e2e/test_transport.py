@@ -465,3 +465,11 @@ async def test_a_nul_character_in_any_argument_is_invalid_request_naming_it(stac
     assert result["isError"] is True
     error = json.loads(result["content"][0]["text"])["error"]
     assert (error["code"], error["details"]["path"]) == (ErrorCode.INVALID_REQUEST, "q")
+
+
+async def test_an_integral_float_is_an_integer(stack):
+    # JSON Schema's "integer" accepts 10.0; the handler must see the int 10.
+    wire, *_ = stack
+    _, [message] = await wire.legacy("tools/call", {"name": "mail_search",
+                                                    "arguments": {"q": "x", "limit": 10.0}})
+    assert "isError" not in message["result"], message["result"]["content"][0]["text"]

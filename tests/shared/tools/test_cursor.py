@@ -1,0 +1,34 @@
+"""Opaque cursors: what we encode decodes; anything edited is invalid_request on ``cursor``."""
+
+from __future__ import annotations
+
+import base64
+
+import msgspec
+import pytest
+
+from shared.errors import ErrorCode, PylotaError
+from shared.tools.cursor import MAX_OFFSET, decode_cursor, encode_cursor
+
+
+def forged(state: object) -> str:
+    return base64.urlsafe_b64encode(msgspec.json.encode(state)).decode()
+
+
+def test_round_trip():
+    state = {"k": "search", "o": 10, "a": "2026-11-30T12:00:00+00:00", "f": "abc"}
+    assert decode_cursor(encode_cursor(state), "search") == state
+
+
+@pytest.mark.parametrize("cursor", [
+    "not base64 at all!", forged([1, 2]), forged({"k": "thr", "o": 1}),
+    forged({"k": "search", "o": -5}), forged({"k": "search", "o": MAX_OFFSET + 1}),
+    forged({"k": "search", "o": 2 ** 63}), forged({"k": "search", "o": "x"}),
+    forged({"k": "search", "a": "garbage"}), forged({"k": "search", "a": None}),
+    forged({"k": "search", "extra": 1}),
+])
+def test_anything_else_is_invalid_request_on_cursor(cursor):
+    with pytest.raises(PylotaError) as raised:
+        decode_cursor(cursor, "search")
+    assert raised.value.code is ErrorCode.INVALID_REQUEST
+    assert raised.value.details == {"path": "cursor"}
