@@ -254,6 +254,9 @@ async def dispatch(res: Resources, principal: Principal, route: Route, request_i
             result_type="complete", supported_versions=list(p.SUPPORTED_VERSIONS),
             capabilities=CAPABILITIES, ttl_ms=LIST_TTL_MS, cache_scope="private",
             instructions=guide.INSTRUCTIONS, meta=_modern_meta()))
+    if method in ("tools/list", "prompts/list") and route.params.get("cursor") is not None:
+        # Both lists fit one page (DESIGN.md section 5.1), so no cursor of ours exists.
+        return Failure(code=p.INVALID_PARAMS, message="Invalid cursor: lists have one page.")
     if method == "tools/list":
         tools = [tool_entry(t) for t in visible_tools(res.tools, principal)]
         if modern:

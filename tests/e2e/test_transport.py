@@ -473,3 +473,11 @@ async def test_an_integral_float_is_an_integer(stack):
     _, [message] = await wire.legacy("tools/call", {"name": "mail_search",
                                                     "arguments": {"q": "x", "limit": 10.0}})
     assert "isError" not in message["result"], message["result"]["content"][0]["text"]
+
+
+@pytest.mark.parametrize("method", ["tools/list", "prompts/list"])
+async def test_a_list_cursor_is_invalid_params_because_lists_have_one_page(stack, method):
+    wire, *_ = stack
+    response, messages = await wire.legacy(method, {"cursor": "page-2"})
+    assert response.status_code == 200
+    assert error_of(messages)["code"] == p.INVALID_PARAMS
