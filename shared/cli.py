@@ -45,6 +45,13 @@ class _Group(click.Group):
         return super().get_command(ctx, name)
 
 
+#: Fixes worded for this command line where the domain's own fix speaks to an MCP client.
+_CLI_FIX = {
+    ErrorCode.IDENTITY_NOT_FOUND: "Check the id or address; `pylota identities create --tenant "
+                                  "TENANT --address ADDRESS` makes a new identity.",
+}
+
+
 def _run(work: Callable[[Settings], Awaitable[T]]) -> T:
     try:
         settings = Settings.from_env()
@@ -52,7 +59,7 @@ def _run(work: Callable[[Settings], Awaitable[T]]) -> T:
     except SettingsError as exc:
         click.echo(f"error: {exc}", err=True)
     except PylotaError as exc:
-        click.echo(f"error: {exc.message}\nfix: {exc.fix}", err=True)
+        click.echo(f"error: {exc.message}\nfix: {_CLI_FIX.get(exc.code, exc.fix)}", err=True)
     sys.exit(2)
 
 

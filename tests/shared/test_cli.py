@@ -71,3 +71,4 @@ def test_import_reports_an_unknown_identity(db_url, tmp_path):
     done = pylota(db_url, "import", "--identity", "ghost@nowhere.example", str(eml))
     assert done.returncode == 2
     assert "No identity 'ghost@nowhere.example'" in done.stderr
+    assert "pylota identities create" in done.stderr and "mail_list_identities" not in done.stderr
