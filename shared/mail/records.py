@@ -12,7 +12,7 @@ import msgspec
 
 from shared.mail.model import Address
 
-__all__ = ["AttachmentInfo", "MessageRecord", "ThreadRecord", "ThreadSummary"]
+__all__ = ["AttachmentInfo", "HeaderField", "MessageRecord", "ThreadRecord", "ThreadSummary"]
 
 
 class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,6 +23,13 @@ class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
     content_type: str
     size: int
     disposition: str | None = None
+
+
+class HeaderField(msgspec.Struct, frozen=True):
+    """One header field as received (RFC 5322 section 2.2), its value decoded (RFC 2047)."""
+
+    name: str
+    value: str
 
 
 class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -48,15 +55,15 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     date: datetime
     direction: str
     status: str
-    labels: list[str] = []
-    read: bool = False
+    labels: list[str]
+    read: bool
     snippet: str = ""
     new_text: str = ""
     new_text_truncated: bool = False
     text: str | None = None
     text_truncated: bool = False
     attachments: list[AttachmentInfo] = []
-    headers: list[tuple[str, str]] | None = None
+    headers: list[HeaderField] | None = None
     parse_defects: list[str] = []
 
 

@@ -23,7 +23,9 @@ import msgspec
 
 from shared.ids import Prefix, new_id
 from shared.mail.model import Address, ParsedMessage
-from shared.mail.records import AttachmentInfo, MessageRecord, ThreadRecord, ThreadSummary
+from shared.mail.records import (
+    AttachmentInfo, HeaderField, MessageRecord, ThreadRecord, ThreadSummary,
+)
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
@@ -232,7 +234,8 @@ def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_t
         status=row["status"], labels=list(row["labels"]), read=row["read"],
         snippet=row["snippet"], new_text=row["new_text"],
         text=row["text"] if include_text else None, attachments=attachments,
-        headers=[(h[0], h[1]) for h in row["headers"]] if include_headers else None,
+        headers=[HeaderField(name=h[0], value=h[1]) for h in row["headers"]]
+        if include_headers else None,
         parse_defects=list(row["parse_defects"]),
     )
 

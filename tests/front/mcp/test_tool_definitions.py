@@ -33,3 +33,27 @@ def test_all_four_hints_are_explicit_and_output_schema_is_an_object(spec):
                         hints.open_world_hint)
     assert entry.output_schema["type"] == "object"
     assert "$ref" not in json.dumps(entry.output_schema)
+
+
+def _bare_booleans(schema: object, path: str = "$") -> list[str]:
+    """Places where a schema is ``true``/``false`` instead of an object (legal in 2020-12, but
+    clients that validate strictly, such as the Inspector's --strict, refuse them)."""
+    if isinstance(schema, bool):
+        return [path]
+    if isinstance(schema, list):
+        return [p for i, item in enumerate(schema) for p in _bare_booleans(item, f"{path}[{i}]")]
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            found += [p for name, sub in value.items() for p in _bare_booleans(sub, f"{path}.{name}")]
+        elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf",
+                     "prefixItems") and not (key == "additionalProperties" and value is False):
+            found += _bare_booleans(value, f"{path}.{key}")
+    return found
+
+
+@pytest.mark.parametrize("spec", TOOLS, ids=lambda t: t.name)
+def test_output_schemas_are_portable(spec):
+    assert _bare_booleans(tool_entry(spec).output_schema) == []

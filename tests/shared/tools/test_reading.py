@@ -10,6 +10,7 @@ from shared.auth.permissions import Permission
 from shared.db import create_pool
 from shared.errors import ErrorCode, PylotaError
 from shared.mail.ingest import ingest_raw
+from shared.mail.records import HeaderField
 from shared.tenancy.store import create_identity, create_tenant
 from shared.tools import identities, messages, threads
 from shared.tools.context import ToolContext
@@ -114,7 +115,8 @@ async def test_thread_pages_oldest_first_and_texts_are_budgeted(world, conn):
     one = await messages.run(desk_ctx, messages.GetMessageArgs(
         message_id=first.messages[0].id, include_quoted=True, include_headers=True))
     assert not one.truncated and len(one.new_text) < messages.MESSAGE_TEXT_CHARS
-    assert ("Subject", "long") in one.headers and one.text is not None
+    assert HeaderField(name="Subject", value="long") in one.headers and one.text is not None
+    assert one.read is False and one.labels == []
 
     with pytest.raises(PylotaError) as raised:
         await threads.run(await world["ctx_for"](world["sales"].id),
