@@ -127,14 +127,23 @@ def tool_error(error: PylotaError, request_id: str, modern: bool) -> p.CallToolR
         meta=_modern_meta() if modern else None)
 
 
-def _validation_error(exc: msgspec.ValidationError) -> PylotaError:
+def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaError:
+    """One ``invalid_request`` naming the argument and how to fix it (spec section 5)."""
     # msgspec says "... - at `$.limit`"; the path is what a model needs to fix its call.
-    text = str(exc)
-    message, _, where = text.partition(" - at `")
+    message, _, where = str(exc).partition(" - at `")
     path = where.rstrip("`").removeprefix("$.").removeprefix("$") or "arguments"
+    schema = spec.input_schema.get("properties", {}).get(path.split(".")[0].split("[")[0], {})
+    if message.startswith("Object contains unknown field"):
+        path = ".".join(p for p in (path if path != "arguments" else "",
+                                     message.rsplit("`", 2)[-2]) if p)
+        known = ", ".join(spec.input_schema.get("properties", {}))
+        fix = f"Remove {path}; {spec.name} takes only: {known}."
+    elif schema.get("format") == "date-time":
+        fix = f"Give {path} as an RFC 3339 date-time with an offset, e.g. 2026-09-01T00:00:00Z."
+    else:
+        fix = f"Correct {path} to match the tool's inputSchema."
     return PylotaError(ErrorCode.INVALID_REQUEST, f"Invalid argument {path}: {message}.",
-                       fix=f"Correct {path} to match the tool's inputSchema.",
-                       details={"path": path})
+                       fix=fix, details={"path": path})
 
 
 def _elapsed_ms(started: float) -> float:
@@ -189,7 +198,7 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
         try:
             args = msgspec.convert(arguments, spec.args, strict=False)
         except msgspec.ValidationError as exc:
-            raise _validation_error(exc) from None
+            raise _validation_error(exc, spec) from None
         if spec.bucket is not None:
             await res.limits.charge(spec.bucket, principal.key_id)
         ctx = ToolContext(pool=res.pool, redis=res.redis, settings=res.settings,

@@ -481,3 +481,15 @@ async def test_a_list_cursor_is_invalid_params_because_lists_have_one_page(stack
     response, messages = await wire.legacy(method, {"cursor": "page-2"})
     assert response.status_code == 200
     assert error_of(messages)["code"] == p.INVALID_PARAMS
+
+
+@pytest.mark.parametrize(("arguments", "path", "hint"), [
+    ({"q": "van", "query": "van"}, "query", "takes only: q, identity"),
+    ({"q": "van", "after": "2026-09-01"}, "after", "e.g. 2026-09-01T00:00:00Z"),
+])
+async def test_argument_errors_name_the_field_and_a_concrete_fix(stack, arguments, path, hint):
+    wire, *_ = stack
+    _, [message] = await wire.legacy("tools/call", {"name": "mail_search", "arguments": arguments})
+    error = json.loads(message["result"]["content"][0]["text"])["error"]
+    assert error["details"]["path"] == path
+    assert hint in error["fix"]
