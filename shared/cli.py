@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
-from shared.auth.keys import create_key
+from shared.auth.keys import KeyInfo, create_key, list_keys, revoke_key
 from shared.auth.permissions import parse_permissions
 from shared.config import Settings, SettingsError
 from shared.db import connect, ensure_database, migrate
@@ -203,6 +203,42 @@ def keys_create(tenant: str, identity: str | None, permissions: str, name: str |
 
     created = _run(work)
     _emit(created, as_json, created["token"])
+
+
+@keys.command("list")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--json", "as_json", is_flag=True, help="Print the keys as JSON.")
+def keys_list(tenant: str, as_json: bool) -> None:
+    """List a tenant's keys (ids and token hints; tokens are never stored)."""
+
+    async def work(settings: Settings) -> list[KeyInfo]:
+        conn = await connect(settings.database_url)
+        try:
+            return await list_keys(conn, (await tenancy.resolve_tenant(conn, tenant)).id)
+        finally:
+            await conn.close()
+
+    found = _run(work)
+    _emit(found, as_json, "\n".join(
+        f"{k.id}  {k.token_hint}  {k.level}  {','.join(k.permissions)}"
+        f"{'  revoked' if k.revoked_at else ''}" for k in found))
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the revoked key as JSON.")
+def keys_revoke(key_id: str, as_json: bool) -> None:
+    """Revoke KEY_ID: its next request gets 401 key_revoked."""
+
+    async def work(settings: Settings) -> KeyInfo:
+        conn = await connect(settings.database_url)
+        try:
+            return await revoke_key(conn, key_id)
+        finally:
+            await conn.close()
+
+    revoked = _run(work)
+    _emit(revoked, as_json, f"revoked {revoked.id}")
 
 
 @main.command("import")

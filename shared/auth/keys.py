@@ -18,7 +18,8 @@ from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, new_id
 
-__all__ = ["Principal", "create_key", "authenticate", "hash_token"]
+__all__ = ["Principal", "KeyInfo", "create_key", "authenticate", "hash_token", "list_keys",
+           "revoke_key"]
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +32,22 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     identity_id: str | None
     permissions: frozenset[Permission]
     mode: str
+
+
+class KeyInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A key as an operator sees it: never the token, only its first characters (``token_hint``)."""
+
+    id: str
+    token_hint: str
+    name: str | None
+    level: str
+    tenant_id: str | None
+    identity_id: str | None
+    permissions: list[str]
+    mode: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    created_at: datetime
 
 
 def hash_token(token: str) -> bytes:
@@ -107,3 +124,27 @@ async def authenticate(conn: asyncpg.Connection, authorization: str | None) -> P
         tenant_id=row["tenant_id"], identity_id=row["identity_id"],
         permissions=frozenset(Permission(p) for p in row["permissions"]), mode=row["mode"],
     )
+
+
+async def list_keys(conn: asyncpg.Connection, tenant_id: str) -> list[KeyInfo]:
+    """The keys of ``tenant_id``, oldest first, revoked ones included."""
+    rows = await conn.fetch(
+        "SELECT id, token_hint, name, level, tenant_id, identity_id, permissions, mode,"
+        " expires_at, revoked_at, created_at FROM api_keys WHERE tenant_id = $1"
+        " ORDER BY created_at, id", tenant_id)
+    return [KeyInfo(**{**dict(r), "permissions": list(r["permissions"])}) for r in rows]
+
+
+async def revoke_key(conn: asyncpg.Connection, key_id: str) -> KeyInfo:
+    """Revoke ``key_id`` from now on (revoking twice keeps the first time).
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``key``) when no such key exists.
+    """
+    row = await conn.fetchrow(
+        "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1"
+        " RETURNING id, token_hint, name, level, tenant_id, identity_id, permissions, mode,"
+        " expires_at, revoked_at, created_at", key_id)
+    if row is None:
+        raise invalid("key", f"No key {key_id!r}.", "Pass a key id (key_…) from `pylota keys list`.")
+    return KeyInfo(**{**dict(row), "permissions": list(row["permissions"])})

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from shared.auth.keys import authenticate
 from shared.auth.permissions import KeyLevel, Permission
+from shared.errors import ErrorCode, PylotaError
 from tests.e2e.harness import pylota
 
 
@@ -72,3 +74,18 @@ def test_import_reports_an_unknown_identity(db_url, tmp_path):
     assert done.returncode == 2
     assert "No identity 'ghost@nowhere.example'" in done.stderr
     assert "pylota identities create" in done.stderr and "mail_list_identities" not in done.stderr
+
+
+async def test_keys_list_and_revoke(db_url, conn):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    token = pylota(db_url, "keys", "create", "--tenant", "Acme", "--permissions", "search:read").stdout.strip()
+    listed = msgspec.json.decode(pylota(db_url, "keys", "list", "--tenant", "Acme", "--json").stdout)
+    assert len(listed) == 1 and token.startswith(listed[0]["token_hint"].rstrip("…"))
+    assert token not in pylota(db_url, "keys", "list", "--tenant", "Acme").stdout
+    revoked = pylota(db_url, "keys", "revoke", listed[0]["id"])
+    assert revoked.returncode == 0 and revoked.stdout.strip() == f"revoked {listed[0]['id']}"
+    with pytest.raises(PylotaError) as raised:
+        await authenticate(conn, f"Bearer {token}")
+    assert raised.value.code is ErrorCode.KEY_REVOKED
+    missing = pylota(db_url, "keys", "revoke", "key_nope")
+    assert missing.returncode == 2 and "No key 'key_nope'" in missing.stderr
