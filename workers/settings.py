@@ -83,7 +83,11 @@ def batch_worker_settings(settings: Settings) -> dict[str, Any]:
     period = max(1, min(60, settings.pm_embed_poll_seconds))
     return {
         "functions": [],
-        "cron_jobs": [cron(embed_queue, second=set(range(0, 60, period)), run_at_startup=True,
+        # arq makes a cron job's id from its name and tick, under its global "arq:job:" keys;
+        # the namespace in the name keeps two deployments on one Redis from taking each
+        # other's ticks.
+        "cron_jobs": [cron(embed_queue, name=f"cron:{settings.pm_namespace}:embed_queue",
+                           second=set(range(0, 60, period)), run_at_startup=True,
                            keep_result=0)],
         "queue_name": batch_queue(settings.pm_namespace),
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
