@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import shutil
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from front.mcp.protocol import LEGACY_DEFAULT, MODERN_VERSION
 from shared import guide
 from shared.tools.registry import TOOLS
 from tests.conftest import running_front, settings_for
+from tests.e2e.harness import sdk_client
 from tests.e2e.transport_kit import JS_SKIP_REASON, ROOT, js_tools, keyed_identity, run_node
 
 ADDRESS = "clients@acme.example"
@@ -49,12 +47,10 @@ def assert_lists_the_identity(structured: dict, identity_id: str) -> None:
                                                ("2026-07-28", MODERN_VERSION)])
 async def test_python_sdk_lists_tools_and_calls_one(served, mode, version):
     url, token, identity_id = served
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  timeout=httpx2.Timeout(30, read=60)) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-            tools = await client.list_tools()
-            result = await client.call_tool("mail_list_identities", {})
-            assert client.protocol_version == version
+    async with sdk_client(url, token, mode=mode) as client:  # validates every server message
+        tools = await client.list_tools()
+        result = await client.call_tool("mail_list_identities", {})
+        assert client.protocol_version == version
     assert [t.name for t in tools.tools] == PRODUCT_TOOLS
     assert not result.is_error
     assert_lists_the_identity(result.structured_content, identity_id)
