@@ -48,11 +48,12 @@ class Stack:
     """One database, one front and one batch worker; use as a context manager."""
 
     def __init__(self, admin_dsn: str, *, redis_url: str = "redis://127.0.0.1:6379/9",
-                 embedder: str = "onnx", keep: bool = False) -> None:
-        self.name = f"pylota_bench_{uuid.uuid4().hex[:8]}"
+                 embedder: str = "onnx", database: str | None = None) -> None:
+        """``database``: use (and keep) this existing database instead of a new one."""
+        self.name = database or f"pylota_bench_{uuid.uuid4().hex[:8]}"
         self.admin_dsn = admin_dsn
         self.dsn = admin_dsn.rsplit("/", 1)[0] + "/" + self.name
-        self.keep = keep
+        self.keep = database is not None
         self.env = {**os.environ, "DATABASE_URL": self.dsn, "REDIS_URL": redis_url,
                     "PM_EMBEDDER": embedder, "PM_EMBED_POLL_SECONDS": "1",
                     "PM_RL_API_PER_MINUTE": "100000", "PM_RL_SEARCH_PER_MINUTE": "100000",
@@ -84,9 +85,16 @@ class Stack:
 
     def mailbox(self, tenant: str, address: str, *paths: Path, mboxo: bool = False) -> dict[str, Any]:
         """Create ``tenant`` (once) and an identity at ``address``, import ``paths`` into it, and
-        mint an identity key. Returns the identity id, the key token and the import summary."""
+        mint an identity key. Returns the identity id, the key token and the import summary.
+        An identity that exists already (a reused database) is only given a new key."""
         if not self.sql("SELECT 1 FROM tenants WHERE name = $1", tenant):
             self.cli("tenants", "create", tenant)
+        existing = self.sql("SELECT identity_id FROM identity_addresses WHERE address = $1", address)
+        if existing:
+            token = self.cli("keys", "create", "--tenant", tenant, "--identity", address,
+                             "--permissions", "all")
+            return {"identity_id": existing[0]["identity_id"], "token": token,
+                    "import": {"imported": 0}}
         identity_id = self.cli("identities", "create", "--tenant", tenant, "--address", address)
         token = self.cli("keys", "create", "--tenant", tenant, "--identity", identity_id,
                          "--permissions", "all")

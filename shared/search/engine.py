@@ -112,17 +112,15 @@ async def run_search(conn: asyncpg.Connection, engine: SemanticEngine, scope: Sc
         similarity = dict(nearest)
         if mode == "semantic":
             order = nearest
-            counted = await facets(conn, f"({where}) AND m.id = any(${len(params) + 1}::text[])",
-                                   [*params, [i for i, _ in nearest]], scope.time_zone)
+            counted = await facets(conn, "false", [], scope.time_zone,
+                                   also=[i for i, _ in nearest])
         else:
             keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
                                               limit=HYBRID_DEPTH, group_by_thread=False)
             order = _fuse([[r.message_id for r in keyword], [i for i, _ in nearest]])
             kw_where, kw_params, _ = where_sql(scope, root, filters)
-            counted = await facets(
-                conn, f"(({kw_where}) OR (m.id = any(${len(kw_params) + 1}::text[])"
-                      " AND m.identity_id = any($1::text[])))",
-                [*kw_params, [i for i, _ in nearest]], scope.time_zone)
+            counted = await facets(conn, kw_where, kw_params, scope.time_zone,
+                                   also=[i for i, _ in nearest])
         threads = dict(await conn.fetch(
             "SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
             [i for i, _ in order]))
