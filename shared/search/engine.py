@@ -18,6 +18,8 @@ the operators), or their union for hybrid. Pages of one cursor rank the same set
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Literal
 
 import asyncpg
@@ -54,15 +56,6 @@ class Outcome(msgspec.Struct, kw_only=True):
     degraded: bool
 
 
-async def _keyword(conn: asyncpg.Connection, scope: Scope, root: Node | None, filters: Filters,
-                   *, offset: int, limit: int, group_by_thread: bool
-                   ) -> tuple[list[Ranked], bool, Facets]:
-    ranked, more = await keyword_ranked(conn, scope, root, filters, offset=offset, limit=limit,
-                                        group_by_thread=group_by_thread)
-    where, params, _ = where_sql(scope, root, filters)
-    return ranked, more, await facets(conn, where, params, scope.time_zone)
-
-
 def _fuse(lists: list[list[str]]) -> list[tuple[str, float]]:
     scores: dict[str, float] = {}
     for ranking in lists:
@@ -81,62 +74,79 @@ def _group(ranked: list[Ranked]) -> list[Ranked]:
     return list(best.values())
 
 
-async def run_search(conn: asyncpg.Connection, engine: SemanticEngine, scope: Scope,
+async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
                      root: Node | None, filters: Filters, *, mode: Mode, offset: int, limit: int,
                      group_by_thread: bool) -> Outcome:
     """One page (``offset``, ``limit``) of ``mode`` search for ``root`` within ``scope``.
 
+    Uses two pooled connections: the facets, which read the whole match set, run beside the
+    ranking.
+
     Raises:
         PylotaError: ``invalid_request`` (path ``q``) from the query compiler.
     """
-    problem = await engine.ready(conn)
-    model = engine.embedder.model if engine.embedder else None
-    share = await coverage(conn, scope.identity_ids, model) if model else 0.0
-    words = words_of(root)
-    semantic_ok = problem is None and share > 0
-    if mode == "keyword" or not words or not semantic_ok:
-        page, more, counted = await _keyword(conn, scope, root, filters, offset=offset,
-                                             limit=limit, group_by_thread=group_by_thread)
-        degraded = mode != "keyword" and bool(words) and not semantic_ok
-        vector = None
-    else:
-        vector = await engine.embed_query(words)
-        filter_root = without_words(root)
-        where, params, _ = where_sql(scope, filter_root, filters)
-        narrowed = filter_root is not None or filters != Filters()
-        depth = SEMANTIC_LIMIT if mode == "semantic" else HYBRID_DEPTH
-        nearest = await engine.nearest(conn, identity_ids=scope.identity_ids, vector=vector,
-                                       as_of=scope.as_of, k=depth,
-                                       where=where if narrowed else None,
-                                       params=params if narrowed else None)
-        similarity = dict(nearest)
-        if mode == "semantic":
-            order = nearest
-            counted = await facets(conn, "false", [], scope.time_zone,
-                                   also=[i for i, _ in nearest])
-        else:
-            keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
-                                              limit=HYBRID_DEPTH, group_by_thread=False)
-            order = _fuse([[r.message_id for r in keyword], [i for i, _ in nearest]])
+    async with pool.acquire() as conn, pool.acquire() as side:
+        counting: asyncio.Future[Facets] | None = None
+        try:
+            problem = await engine.ready(conn)
+            model = engine.embedder.model if engine.embedder else None
+            share = await coverage(conn, scope.identity_ids, model) if model else 0.0
+            words = words_of(root)
+            semantic_ok = problem is None and share > 0
             kw_where, kw_params, _ = where_sql(scope, root, filters)
-            counted = await facets(conn, kw_where, kw_params, scope.time_zone,
-                                   also=[i for i, _ in nearest])
-        threads = dict(await conn.fetch(
-            "SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
-            [i for i, _ in order]))
-        ranked = [Ranked(message_id=i, thread_id=threads[i], score=round(s, 6),
-                         semantic_score=round(similarity[i], 4) if i in similarity else None)
-                  for i, s in order if i in threads]
-        if group_by_thread:
-            ranked = _group(ranked)
-        page, more = ranked[offset:offset + limit], len(ranked) > offset + limit
-        degraded = False
-    if vector is not None and model:
-        missing = [r.message_id for r in page if r.semantic_score is None]
-        for message_id, vec in (await vectors_of(conn, missing, model)).items():
-            next(r for r in page if r.message_id == message_id).semantic_score = round(
-                float(np.dot(vec, vector)), 4)
-    hits = await hit_details(conn, page, root, scope.time_zone)
-    matched = await matched_clauses(conn, [h.message_id for h in hits], root, scope.time_zone)
+            vector = None
+            if mode == "keyword" or not words or not semantic_ok:
+                counting = asyncio.ensure_future(facets(side, kw_where, kw_params, scope.time_zone))
+                page, more = await keyword_ranked(conn, scope, root, filters, offset=offset,
+                                                  limit=limit, group_by_thread=group_by_thread)
+                degraded = mode != "keyword" and bool(words) and not semantic_ok
+            else:
+                vector = await engine.embed_query(words)
+                filter_root = without_words(root)
+                where, params, _ = where_sql(scope, filter_root, filters)
+                narrowed = filter_root is not None or filters != Filters()
+                depth = SEMANTIC_LIMIT if mode == "semantic" else HYBRID_DEPTH
+                nearest = await engine.nearest(conn, identity_ids=scope.identity_ids, vector=vector,
+                                               as_of=scope.as_of, k=depth,
+                                               where=where if narrowed else None,
+                                               params=params if narrowed else None)
+                similarity = dict(nearest)
+                near_ids = [i for i, _ in nearest]
+                if mode == "semantic":
+                    order = nearest
+                    counting = asyncio.ensure_future(
+                        facets(side, "false", [], scope.time_zone, also=near_ids))
+                else:
+                    counting = asyncio.ensure_future(
+                        facets(side, kw_where, kw_params, scope.time_zone, also=near_ids))
+                    keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
+                                                      limit=HYBRID_DEPTH, group_by_thread=False)
+                    order = _fuse([[r.message_id for r in keyword], near_ids])
+                threads = dict(await conn.fetch(
+                    "SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
+                    [i for i, _ in order]))
+                ranked = [Ranked(message_id=i, thread_id=threads[i], score=round(s, 6),
+                                 semantic_score=round(similarity[i], 4) if i in similarity else None)
+                          for i, s in order if i in threads]
+                if group_by_thread:
+                    ranked = _group(ranked)
+                page, more = ranked[offset:offset + limit], len(ranked) > offset + limit
+                degraded = False
+            if vector is not None and model:
+                missing = [r.message_id for r in page if r.semantic_score is None]
+                for message_id, vec in (await vectors_of(conn, missing, model)).items():
+                    next(r for r in page if r.message_id == message_id).semantic_score = round(
+                        float(np.dot(vec, vector)), 4)
+            hits = await hit_details(conn, page, root, scope.time_zone)
+            matched = await matched_clauses(conn, [h.message_id for h in hits], root,
+                                            scope.time_zone)
+        except BaseException:
+            if counting is not None:  # never release ``side`` with its query still running
+                counting.cancel()
+                with contextlib.suppress(BaseException):
+                    await counting
+            raise
+        assert counting is not None
+        counted = await counting
     return Outcome(hits=hits, matched=matched, more=more, facets=counted,
                    semantic_coverage=share, degraded=degraded)

@@ -218,11 +218,10 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
             offset, as_of = 0, datetime.now(timezone.utc)
         filters = Filters(direction=args.direction, labels=tuple(args.labels), after=args.after,
                           before=args.before)
-        scope = Scope(identity_ids=resolved.identity_ids, as_of=as_of,
-                      time_zone=resolved.time_zone)
-        outcome = await run_search(conn, engine_for(ctx.settings), scope, query.root, filters,
-                                   mode=args.mode, offset=offset, limit=args.limit,
-                                   group_by_thread=args.group_by == "thread")
+    scope = Scope(identity_ids=resolved.identity_ids, as_of=as_of, time_zone=resolved.time_zone)
+    outcome = await run_search(ctx.pool, engine_for(ctx.settings), scope, query.root, filters,
+                               mode=args.mode, offset=offset, limit=args.limit,
+                               group_by_thread=args.group_by == "thread")
     hits = []
     for h in outcome.hits:
         snippet, snippet_cut = cut(h.snippet, args.snippet_chars)

@@ -40,9 +40,10 @@ def mail(mid: str, *, sender: str = "jo@brightwell.example", to: str = OWN, subj
 
 @dataclass
 class Mailbox:
-    """A tenant with one identity and its messages, by Message-ID."""
+    """A tenant with one identity and its messages, by Message-ID; ``dsn`` is its database."""
 
     conn: asyncpg.Connection
+    dsn: str
     tenant_id: str
     identity_id: str
     ids: dict[str, str] = field(default_factory=dict)
@@ -59,8 +60,8 @@ class Mailbox:
 
 
 @pytest.fixture
-async def mailbox(conn: asyncpg.Connection) -> Mailbox:
+async def mailbox(conn: asyncpg.Connection, db_url: str) -> Mailbox:
     """An empty mailbox at ``desk@acme.example`` in a tenant in Europe/London."""
     tenant = await create_tenant(conn, "acme", time_zone="Europe/London")
     identity = await create_identity(conn, tenant.id, OWN)
-    return Mailbox(conn, tenant.id, identity.id)
+    return Mailbox(conn, db_url, tenant.id, identity.id)

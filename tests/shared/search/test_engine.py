@@ -46,8 +46,12 @@ async def search(box: Mailbox, q: str, mode: str = "hybrid", *, engine: str = "h
                  as_of: datetime | None = None, filters: Filters = Filters()) -> Outcome:
     scope = Scope(identity_ids=[box.identity_id], as_of=as_of or datetime.now(timezone.utc),
                   time_zone="UTC")
-    return await run_search(box.conn, SemanticEngine(engine, 1), scope, parse(q).root, filters,
-                            mode=mode, offset=offset, limit=limit, group_by_thread=group)
+    pool = await create_pool(box.dsn, max_size=2)
+    try:
+        return await run_search(pool, SemanticEngine(engine, 1), scope, parse(q).root, filters,
+                                mode=mode, offset=offset, limit=limit, group_by_thread=group)
+    finally:
+        await pool.close()
 
 
 def mids(box: Mailbox, outcome: Outcome) -> list[str]:

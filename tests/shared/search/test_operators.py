@@ -138,6 +138,7 @@ async def test_punctuation_between_words_is_free(mailbox: Mailbox) -> None:
 
 
 async def test_a_bogus_date_does_not_break_ranking(mailbox: Mailbox) -> None:
+    from shared.db import create_pool
     from shared.search.engine import run_search
     from shared.search.semantic import SemanticEngine
 
@@ -146,7 +147,9 @@ async def test_a_bogus_date_does_not_break_ranking(mailbox: Mailbox) -> None:
                                mailbox.ids["ancient"])
     scope = Scope(identity_ids=[mailbox.identity_id], as_of=datetime.now(timezone.utc),
                   time_zone="UTC")
-    outcome = await run_search(mailbox.conn, SemanticEngine("off", 1), scope,
-                               parse("invoice").root, Filters(), mode="keyword", offset=0,
-                               limit=10, group_by_thread=False)
+    pool = await create_pool(mailbox.dsn, max_size=2)
+    outcome = await run_search(pool, SemanticEngine("off", 1), scope, parse("invoice").root,
+                               Filters(), mode="keyword", offset=0, limit=10,
+                               group_by_thread=False)
+    await pool.close()
     assert [h.message_id for h in outcome.hits] == [mailbox.ids["ancient"]]
