@@ -53,6 +53,16 @@ class _Mailbox:
         self.matrix = np.zeros((0, 0), np.float32)
         self.stamp = np.zeros(0)
         self.seq = 0
+        self._rows: dict[str, int] | None = None
+
+    def mask(self, allowed: list[str]) -> np.ndarray:
+        """True at the rows of the ``allowed`` message ids."""
+        if self._rows is None:
+            self._rows = {message_id: row for row, message_id in enumerate(self.ids)}
+        rows = [r for r in map(self._rows.get, allowed) if r is not None]
+        keep = np.zeros(len(self.ids), bool)
+        keep[rows] = True
+        return keep
 
 
 class NumpyIndex:
@@ -96,7 +106,7 @@ class NumpyIndex:
         allowed = None
         if where is not None:
             rows = await conn.fetch(f"SELECT m.id FROM messages m WHERE {where}", *(params or []))
-            allowed = {r["id"] for r in rows}
+            allowed = [r["id"] for r in rows]
         cutoff = as_of.timestamp()
         found: list[tuple[str, float]] = []
         for identity_id in identity_ids:
@@ -106,7 +116,7 @@ class NumpyIndex:
             scores = box.matrix @ vector.astype(np.float32)
             keep = box.stamp <= cutoff
             if allowed is not None:
-                keep &= np.fromiter((i in allowed for i in box.ids), bool, len(box.ids))
+                keep &= box.mask(allowed)
             scores = np.where(keep, scores, -np.inf)
             top = min(k, int(keep.sum()))
             if top == 0:
