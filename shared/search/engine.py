@@ -11,9 +11,10 @@
 A query without words (only operators, or empty) has nothing to embed: every mode then runs
 keyword search, which orders by date. When the model or the vector index is unavailable, or no
 message in scope has a vector yet, semantic and hybrid return keyword results with
-``degraded: true``. Facets count the whole match set: keyword matches, semantic candidates (within
-the operators), or their union for hybrid. Pages of one cursor rank the same set: everything
-(messages and vectors) is limited to what was stored by ``as_of``.
+``degraded: true``. Facets count the match set: keyword matches (the newest
+``keyword.FACET_CANDIDATES`` of them), semantic candidates (within the operators), or their union
+for hybrid. Pages of one cursor rank the same set: everything (messages and vectors) is limited to
+what was stored by ``as_of``.
 """
 
 from __future__ import annotations
