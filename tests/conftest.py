@@ -149,11 +149,13 @@ async def running_front(settings: Settings, **app_kwargs: object) -> AsyncIterat
 
 
 @contextlib.asynccontextmanager
-async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
-    """Run a real arq worker on the interactive queue in this process."""
-    from workers.settings import worker_settings
+async def running_worker(settings: Settings, *, batch: bool = False) -> AsyncIterator[Worker]:
+    """Run a real arq worker in this process: the interactive queue (mail_wait), or with
+    ``batch`` the batch queue (embeddings)."""
+    from workers.settings import batch_worker_settings, worker_settings
 
-    worker = Worker(**{**worker_settings(settings), "handle_signals": False})
+    options = batch_worker_settings(settings) if batch else worker_settings(settings)
+    worker = Worker(**{**options, "handle_signals": False})
     task = asyncio.create_task(worker.async_run())
     try:
         yield worker

@@ -5,12 +5,10 @@ contacts and tenant scope (spec sections 3 and 4.3)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 
 import pytest
-from arq.worker import Worker
 
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
@@ -18,25 +16,9 @@ from shared.errors import ErrorCode
 from shared.mail.ingest import ingest_raw
 from shared.search.patterns import set_pattern
 from shared.tenancy.store import create_identity
-from tests.conftest import REDIS_URL, running_front, settings_for
+from tests.conftest import REDIS_URL, running_front, running_worker, settings_for
 from tests.e2e.harness import pylota, sdk_client, tenant_with_identity
 from tests.shared.search.conftest import mail
-
-
-@contextlib.asynccontextmanager
-async def running_batch_worker(settings) -> AsyncIterator[Worker]:
-    """A real arq worker on the batch queue (embeddings) in this process."""
-    from workers.settings import batch_worker_settings
-
-    worker = Worker(**{**batch_worker_settings(settings), "handle_signals": False})
-    task = asyncio.create_task(worker.async_run())
-    try:
-        yield worker
-    finally:
-        await worker.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def embedded(conn) -> None:
@@ -80,7 +62,7 @@ async def stack(db_url, conn, monkeypatch) -> AsyncIterator[dict]:
     # Redis database 1: the batch worker's cron jobs stay out of the queues other tests watch
     settings = settings_for(db_url, pm_embedder="hash", pm_embed_poll_seconds=1,
                             redis_url=REDIS_URL.rsplit("/", 1)[0] + "/1")
-    async with running_front(settings) as url, running_batch_worker(settings):
+    async with running_front(settings) as url, running_worker(settings, batch=True):
         await embedded(conn)
         yield {"url": url, "token": token, "tenant_token": tenant_token, "ids": ids,
                "tenant_id": tenant_id, "identity_id": identity_id, "second": second.id}
