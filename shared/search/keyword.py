@@ -154,16 +154,19 @@ async def keyword_ranked(conn: asyncpg.Connection, scope: Scope, root: Node | No
     matching messages.
     """
     where, params, rank_terms = where_sql(scope, root, filters)
+    # 1 for mail dated at as_of, falling towards 0 with age; capped so that a bogus Date (year
+    # 100) cannot underflow. Alone it is the score of a query without words (newest first), so
+    # every score an agent sees lies between 0 and 1.
+    recency = (f"exp(-least(50, greatest(0, extract(epoch FROM $2 - {_DATE_SQL})::float8 / 86400)"
+               f" / {RECENCY_DAYS}))")
     if rank_terms:
         rank = f"ts_rank_cd(m.tsv, {' || '.join(rank_terms)}, 32)"
-        score = (f"((1 - {RECENCY_WEIGHT}) * {rank} + {RECENCY_WEIGHT} * "
-                 f"exp(-least(50, greatest(0, extract(epoch FROM $2 - {_DATE_SQL})::float8 / 86400)"
-                 f" / {RECENCY_DAYS})))")  # capped: a bogus Date (year 100) must not underflow
+        score = f"((1 - {RECENCY_WEIGHT}) * {rank} + {RECENCY_WEIGHT} * {recency})"
         params.append(RANK_CANDIDATES)
         source = (f"(SELECT m.id FROM messages m WHERE {where} ORDER BY {_DATE_SQL} DESC, m.id DESC"
                   f" LIMIT ${len(params)}) c JOIN messages m ON m.id = c.id")
     else:
-        score = f"extract(epoch FROM {_DATE_SQL})"
+        score = recency
         source = f"messages m WHERE {where}"
     base = f"SELECT m.id, m.thread_id, {score}::float8 AS score, {_DATE_SQL} AS date FROM {source}"
     if group_by_thread:

@@ -2,9 +2,11 @@
 
 A pattern is part of the tenant's policy (spec section 4.3: "booking references work when the
 organisation defines a custom: pattern for them"). ``NAME`` is lower case (``^[a-z][a-z0-9_]{0,31}$``);
-the pattern is a Python regular expression that must match a whole normalized value (upper case,
-no spaces or dashes), e.g. ``booking`` -> ``[A-Z]{3}[0-9]{3}``. Patterns are checked when saved,
-so the query parser and ingest can trust them. Ingest extracts with the patterns in force when the
+the pattern is an RE2 regular expression that must match a whole normalized value (upper case,
+no spaces or dashes), e.g. ``booking`` -> ``[A-Z]{3}[0-9]{3}``. RE2 (``google-re2``) matches in
+time linear in the text, so a pattern such as ``(A+)+B`` cannot stall a search or an ingest the way
+a backtracking engine would: patterns come from tenants and the text from anyone who sends mail.
+Patterns are checked when saved, so the query parser and ingest can trust them. Ingest extracts with the patterns in force when the
 mail arrives; mail stored before a pattern existed is found again after ``pylota embeddings
 backfill --refs``.
 """
@@ -14,15 +16,35 @@ from __future__ import annotations
 import re
 
 import asyncpg
+import re2
 
 from shared.errors import invalid
 
-__all__ = ["MAX_PATTERNS", "set_pattern", "tenant_patterns", "identity_patterns"]
+__all__ = ["MAX_PATTERNS", "MAX_PATTERN_CHARS", "compile_pattern", "set_pattern",
+           "tenant_patterns", "identity_patterns"]
 
 #: Most custom patterns one tenant defines; each one is run over every ingested message.
 MAX_PATTERNS = 20
 
+#: Longest pattern accepted, in characters.
+MAX_PATTERN_CHARS = 200
+
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a bad pattern is our user's error, reported, not logged by RE2
+
+
+def compile_pattern(pattern: str) -> re2._Regexp:
+    """Compile a tenant pattern with RE2.
+
+    Raises:
+        ValueError: the pattern does not compile (the message says why).
+    """
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(reason) from None
 
 
 async def set_pattern(conn: asyncpg.Connection, tenant_id: str, name: str, pattern: str) -> None:
@@ -36,14 +58,17 @@ async def set_pattern(conn: asyncpg.Connection, tenant_id: str, name: str, patte
     if _NAME.fullmatch(name) is None:
         raise invalid("name", f"{name!r} is not a pattern name.",
                       "Use a lower-case letter then up to 31 letters, digits or _, e.g. booking.")
+    if not 1 <= len(pattern) <= MAX_PATTERN_CHARS:
+        raise invalid("pattern", f"The pattern is empty or longer than {MAX_PATTERN_CHARS} "
+                      "characters.", "Write a shorter pattern, e.g. [A-Z]{3}[0-9]{3}.")
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
+        compiled = compile_pattern(pattern)
+    except ValueError as exc:
         raise invalid("pattern", f"The pattern does not compile: {exc}.",
-                      "Write a Python regular expression, e.g. [A-Z]{3}[0-9]{3}.") from exc
-    if not 1 <= len(pattern) <= 200 or compiled.fullmatch(""):
-        raise invalid("pattern", "The pattern is empty, longer than 200 characters, or matches "
-                      "the empty string.", "Write a pattern that needs at least one character.")
+                      "Write an RE2 regular expression, e.g. [A-Z]{3}[0-9]{3}.") from exc
+    if compiled.fullmatch(""):
+        raise invalid("pattern", "The pattern matches the empty string.",
+                      "Write a pattern that needs at least one character.")
     count = await conn.fetchval(
         "SELECT count(*) FROM tenant_ref_patterns WHERE tenant_id = $1 AND name <> $2",
         tenant_id, name)

@@ -73,6 +73,7 @@ import msgspec
 
 from shared.errors import PylotaError, invalid
 from shared.ids import Prefix, is_id
+from shared.search.patterns import compile_pattern
 
 __all__ = [
     "ATTACHMENT_TYPES",
@@ -262,7 +263,7 @@ def _custom(value: str, *, patterns: Mapping[str, str]) -> str:
     if not reference.strip():
         raise _BadValue(f"it has no value after '{name}:'")
     normalized = _reference(reference)
-    if re.fullmatch(patterns[key], normalized) is None:
+    if compile_pattern(patterns[key]).fullmatch(normalized) is None:
         raise _BadValue(
             f"{_show(reference)} does not match the '{key}' pattern",
             f"Check the reference, or search it with ref:{normalized}.",

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 
 import asyncpg
 
+from shared.search.patterns import compile_pattern
+
 __all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "MAX_REFS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
@@ -124,7 +126,8 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
         for value in _phone(m[0]):
             add("phone", value)
     if custom_patterns:
-        compiled = [(f"custom:{name}", re.compile(regex)) for name, regex in custom_patterns.items()]
+        compiled = [(f"custom:{name}", compile_pattern(regex))
+                    for name, regex in custom_patterns.items()]
         for value in _candidates(upper):
             for kind, whole in compiled:
                 if whole.fullmatch(value):

@@ -12,6 +12,7 @@ zone apply. Cursors carry the offset, ``as_of`` and a fingerprint of the argumen
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
@@ -196,6 +197,27 @@ async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs) -
                      time_zone=tenant.time_zone)
 
 
+#: A label as labels are written (spec section 4.3, mail_update_labels).
+_LABEL = re.compile(r"[a-z0-9][a-z0-9_:-]{0,63}")
+
+
+def _check_filters(args: SearchArgs) -> None:
+    """What the input schema cannot say: date-times that exist in UTC, labels of label shape."""
+    for path, value in (("after", args.after), ("before", args.before)):
+        if value is None:
+            continue
+        try:
+            value.astimezone(timezone.utc)
+        except OverflowError:
+            raise invalid(path, f"{path} is out of range once converted to UTC.",
+                          f"Give {path} between years 0001 and 9999 in UTC, "
+                          "e.g. 2026-09-01T00:00:00Z.") from None
+    for n, label in enumerate(args.labels):
+        if _LABEL.fullmatch(label) is None:
+            raise invalid(f"labels[{n}]", f"{label!r} is not a label.",
+                          "Labels are lower-case letters, digits, _, : and -, e.g. claims.")
+
+
 async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
     """Search the identities in scope; see the module docstring.
 
@@ -203,6 +225,7 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
         PylotaError: ``invalid_request`` (path ``q`` for the query, or the argument), scope
             errors (``identity_not_found``, ``scope_denied``, ``scope_too_large``).
     """
+    _check_filters(args)
     async with ctx.pool.acquire() as conn:
         resolved = await _scope(conn, ctx, args)
         query = parse(args.q, custom_patterns=await tenant_patterns(conn, resolved.tenant_id))

@@ -493,3 +493,17 @@ async def test_argument_errors_name_the_field_and_a_concrete_fix(stack, argument
     error = json.loads(message["result"]["content"][0]["text"])["error"]
     assert error["details"]["path"] == path
     assert hint in error["fix"]
+
+
+@pytest.mark.parametrize(("arguments", "path"), [
+    ({"q": "", "after": "0001-01-01T00:00:00+14:00"}, "after"),
+    ({"q": "", "before": "9999-12-31T23:59:59-14:00"}, "before"),
+    ({"q": "", "labels": ["ok", ""]}, "labels[1]"),
+    ({"q": "", "labels": ["%"]}, "labels[0]"),
+])
+async def test_search_filters_out_of_range_or_malformed_are_invalid_request(stack, arguments, path):
+    wire, *_ = stack
+    _, [message] = await wire.legacy("tools/call", {"name": "mail_search", "arguments": arguments})
+    error = json.loads(message["result"]["content"][0]["text"])["error"]
+    assert (error["code"], error["details"]["path"], error["retryable"]) == (
+        ErrorCode.INVALID_REQUEST, path, False)
