@@ -9,7 +9,6 @@ the one place that decides whether a method exists, and the one place that rende
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -21,13 +20,13 @@ from shared.auth.keys import Principal
 from shared.errors import ErrorCode, PylotaError
 from shared.logs import get_logger, query_hash
 from shared.tools.context import Progress, ToolContext, no_progress
-from shared.tools.registry import ToolSpec, output_schema
+from shared.tools.registry import ToolSpec, output_schema, visible_to
 
 if TYPE_CHECKING:
     from front.app import Resources
 
 __all__ = ["Reply", "Failure", "StreamJob", "dispatch", "tool_result", "tool_error",
-           "visible_tools", "tool_entry", "SERVER_INFO", "CAPABILITIES", "LIST_TTL_MS"]
+           "tool_entry", "SERVER_INFO", "CAPABILITIES", "LIST_TTL_MS"]
 
 log = get_logger("front.mcp")
 
@@ -84,13 +83,6 @@ def tool_entry(spec: ToolSpec) -> p.Tool:
                                       destructive_hint=a.destructive,
                                       idempotent_hint=a.idempotent, open_world_hint=a.open_world),
     )
-
-
-def visible_tools(tools: Sequence[ToolSpec], principal: Principal) -> list[ToolSpec]:
-    """The tools ``principal`` may see and call: it holds the tool's permission and its key level
-    is allowed (spec section 3, DESIGN.md section 5.2). Registry order, so lists are stable."""
-    return [t for t in tools
-            if t.permission in principal.permissions and principal.level in t.levels]
 
 
 def tool_result(outcome: msgspec.Struct | dict[str, Any] | list[msgspec.Struct],
@@ -175,7 +167,7 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
     name = route.params.get("name")
     arguments = route.params.get("arguments", {})
     modern = route.era == "modern"
-    visible = {t.name: t for t in visible_tools(res.tools, principal)}
+    visible = {t.name: t for t in visible_to(principal, res.tools)}
     spec = visible.get(name) if isinstance(name, str) else None
     if spec is None:
         # A forbidden tool and a missing one get the same answer (spec section 3).
@@ -267,7 +259,7 @@ async def dispatch(res: Resources, principal: Principal, route: Route, request_i
         # Both lists fit one page (DESIGN.md section 5.1), so no cursor of ours exists.
         return Failure(code=p.INVALID_PARAMS, message="Invalid cursor: lists have one page.")
     if method == "tools/list":
-        tools = [tool_entry(t) for t in visible_tools(res.tools, principal)]
+        tools = [tool_entry(t) for t in visible_to(principal, res.tools)]
         if modern:
             return Reply(p.ListToolsResult(tools=tools, result_type="complete",
                                            ttl_ms=LIST_TTL_MS, cache_scope="private",

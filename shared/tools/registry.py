@@ -12,7 +12,7 @@ only, are the ones that return media.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
 from shared.tools import contacts, identities, messages, related, search, threads, wait
 
-__all__ = ["Annotations", "ToolSpec", "TOOLS", "by_name", "visible_to", "output_schema"]
+__all__ = ["Annotations", "ToolSpec", "TOOLS", "visible_to", "output_schema"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +113,8 @@ TOOLS: tuple[ToolSpec, ...] = (
              handler=wait.run),
 )
 
-_BY_NAME = {t.name: t for t in TOOLS}
-
-
-def by_name(name: str) -> ToolSpec | None:
-    """The registered tool called ``name``, or None."""
-    return _BY_NAME.get(name)
-
-
-def visible_to(principal: Principal) -> list[ToolSpec]:
-    """Tools the key may use: it holds the permission and its level is allowed (spec section 3)."""
-    return [t for t in TOOLS
+def visible_to(principal: Principal, tools: Sequence[ToolSpec] = TOOLS) -> list[ToolSpec]:
+    """The tools ``principal`` may see and call: it holds the tool's permission and its key level
+    is allowed (spec section 3, DESIGN.md section 5.2). Registry order, so lists are stable."""
+    return [t for t in tools
             if t.permission in principal.permissions and principal.level in t.levels]
