@@ -22,6 +22,7 @@ is the last of its thread (nothing later, from either side) and is not automated
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,10 @@ class Compiled:
     first: int
     params: list[Any] = field(default_factory=list)
     rank_terms: list[str] = field(default_factory=list)
+    #: Compile the loose form (:func:`compile_query`): words of a phrase in any order and place.
+    loose: bool = False
+    #: Whether the loose form differs from the exact one (there was a phrase to loosen).
+    loosened: bool = False
 
     def bind(self, value: Any) -> str:
         self.params.append(value)
@@ -79,11 +84,19 @@ class Compiled:
 
 
 def _text(c: Compiled, text: str, positive: bool) -> str:
-    tsq = f"phraseto_tsquery('en_unaccent', {c.bind(text)})"
+    # The loose form binds the same parameters in the same order, so both forms share one list.
+    # A single word is left as it is (one lexeme has no positions to check), so the loose form of
+    # a query without phrases is the query itself.
+    loose = c.loose and len(re.findall(r"\w+", text)) > 1
+    fn = "plainto_tsquery" if loose else "phraseto_tsquery"
+    c.loosened = c.loosened or loose
+    tsq = f"{fn}('en_unaccent', {c.bind(text)})"
     if "-" in text:  # "Acked-by" also matches "Acked By:" (punctuation between words is free)
-        tsq = f"({tsq} || phraseto_tsquery('en_unaccent', {c.bind(text.replace('-', ' '))}))"
+        tsq = f"({tsq} || {fn}('en_unaccent', {c.bind(text.replace('-', ' '))}))"
     if positive:
         c.rank_terms.append(tsq)
+    if loose and not positive:  # under a NOT: match less, so that NOT matches more
+        return f"(numnode({tsq}) = 0)"
     return f"(numnode({tsq}) = 0 OR m.tsv @@ {tsq})"
 
 
@@ -214,13 +227,20 @@ def words_of(node: Node | None) -> str:
     return ""
 
 
-def compile_query(root: Node | None, *, first: int, time_zone: str) -> tuple[str, Compiled]:
+def compile_query(root: Node | None, *, first: int, time_zone: str, loose: bool = False
+                  ) -> tuple[str, Compiled]:
     """SQL for ``root`` over ``messages m``, with parameters numbered from ``$first``.
+
+    With ``loose``, a condition every message matching ``root`` satisfies, with the same
+    parameters, that the full-text index answers without reading any message's ``tsv``: a word or
+    phrase matches when all its words are present, in any order and place (an AND of lexemes
+    needs no recheck; word positions do), and a word or phrase under a NOT excludes only when it
+    has no words at all. The search narrows with it before checking the exact condition.
 
     Raises:
         PylotaError: ``invalid_request`` (path ``q``) for ``category:``, which has no data yet.
     """
-    compiled = Compiled(first=first)
+    compiled = Compiled(first=first, loose=loose)
     if root is None:
         return "true", compiled
     return _node(compiled, root, time_zone, True), compiled

@@ -153,3 +153,28 @@ async def test_big_match_sets_rank_and_count_only_the_newest(box: Mailbox, monke
     outcome = await search(box, "parking", "keyword")
     assert set(mids(box, outcome)) == {"invoice", "fine-2"}  # the two newest of three matches
     assert sum(f.count for f in outcome.facets.month) == 1
+
+
+async def test_phrases_are_looked_for_among_the_newest_messages_with_their_words(
+        box: Mailbox, monkeypatch) -> None:
+    from shared.search import keyword
+
+    # Both words, and so the phrase too, are in fine-1 and fine-2 only (the invoice lacks "fine").
+    assert set(mids(box, await search(box, '"parking fine"', "keyword"))) == {"fine-1", "fine-2"}
+    assert mids(box, await search(box, '"fine parking"', "keyword")) == []
+    assert set(mids(box, await search(box, 'parking -"parking fine"', "keyword"))) == {"invoice"}
+    monkeypatch.setattr(keyword, "PHRASE_CANDIDATES", 1)
+    outcome = await search(box, '"parking fine"', "keyword")
+    assert mids(box, outcome) == ["fine-2"]  # the newest message with both words
+    assert sum(f.count for f in outcome.facets.month) == 1
+    assert set(mids(box, await search(box, 'parking -"parking fine"', "keyword"))) == {"invoice"}
+
+
+async def test_without_words_newest_first_page_by_page(box: Mailbox) -> None:
+    everything = await search(box, "", "keyword")
+    assert mids(box, everything) == ["invoice", "lunch", "fine-2", "fine-1"]
+    scores = [h.score for h in everything.hits]
+    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+    page = await search(box, "from:parking@council.example OR from:ann@clients.example", "keyword",
+                        limit=1, offset=1)
+    assert mids(box, page) == ["fine-1"] and not page.more
