@@ -181,8 +181,17 @@ def _describe(defect: Exception) -> str:
 # Headers ---------------------------------------------------------------------------------------
 
 
+#: Fields read as compat32 whatever their length: msg-ids hold no encoded-words (RFC 2047
+#: section 5), and the default policy's unstructured parse takes time quadratic in a field's length.
+_MSG_ID_HEADERS = frozenset({"message-id", "in-reply-to", "references"})
+#: Longer fields are read as compat32 too, for the same quadratic parse.
+_LONG_HEADER = 16_000
+
+
 def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
     """The header's text: the default policy's reading, else the compat32 one (RFC 2047)."""
+    if name.lower() in _MSG_ID_HEADERS or len(value) > _LONG_HEADER:
+        return _without_nul(_compat_text(value))
     try:
         header = msg.policy.header_fetch_parse(name, value)
         text = str(header)
