@@ -125,7 +125,7 @@ def tenants_create(name: str, time_zone: str, test_mode: bool, as_json: bool) ->
 def tenants_set_pattern(tenant: str, name: str, pattern: str) -> None:
     """Define the custom: reference pattern NAME (a regular expression over the upper-case value
     without spaces or dashes), e.g. booking '[A-Z]{3}[0-9]{3}'. Then custom:NAME:VALUE searches;
-    run `pylota embeddings backfill --refs` to find it in mail already stored."""
+    run `pylota reindex` to find it in mail already stored."""
     from shared.search.patterns import set_pattern
 
     async def work(settings: Settings) -> None:
@@ -285,16 +285,14 @@ def embeddings() -> None:
 
 @embeddings.command("backfill")
 @click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
-@click.option("--refs", is_flag=True, help="Also extract references (ref:, custom:) again.")
 @click.option("--now", "inline", is_flag=True,
               help="Embed here and wait, instead of leaving the queue to the batch workers.")
-def embeddings_backfill(identity: str | None, refs: bool, inline: bool) -> None:
+def embeddings_backfill(identity: str | None, inline: bool) -> None:
     """Queue every message without a vector of the configured model (PM_EMBEDDER), e.g. mail
     imported before embeddings existed or before a model change."""
     from shared.db import create_pool
     from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
     from shared.embeddings.store import embed_pending, enqueue_missing
-    from shared.search.indexing import reindex_refs
 
     async def work(settings: Settings) -> str:
         try:
@@ -309,19 +307,37 @@ def embeddings_backfill(identity: str | None, refs: bool, inline: bool) -> None:
         try:
             async with pool.acquire() as conn:
                 identity_id = (await tenancy.resolve_identity(conn, identity)).id if identity else None
-                reread = await reindex_refs(conn, identity_id) if refs else None
                 queued = await enqueue_missing(conn, embedder.model, identity_id)
             done = await embed_pending(pool, embedder, batch=settings.pm_embed_batch) if inline else None
         finally:
             await pool.close()
         parts = [f"queued {queued} message(s) for {embedder.model}"]
-        if reread is not None:
-            parts.append(f"references read again in {reread}")
         if done is not None:
             parts.append(f"embedded {done}")
         return ", ".join(parts)
 
     click.echo(_run(work))
+
+
+@main.command()
+@click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def reindex(identity: str | None, as_json: bool) -> None:
+    """Derive references (ref:, custom:) and triage (category, urgency, risk flags) again for
+    stored mail: after `pylota migrate` adds triage to an existing database, after
+    `tenants set-pattern`, or after an upgrade changes the rules. Messages stay as they are."""
+    from shared.search.indexing import reindex as rederive
+
+    async def work(settings: Settings):
+        conn = await connect(settings.database_url)
+        try:
+            identity_id = (await tenancy.resolve_identity(conn, identity)).id if identity else None
+            return await rederive(conn, identity_id)
+        finally:
+            await conn.close()
+
+    done = _run(work)
+    _emit(done, as_json, f"read {done.messages} message(s), {done.recategorised} with a new category")
 
 
 if __name__ == "__main__":

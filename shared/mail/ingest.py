@@ -1,4 +1,4 @@
-"""One raw message in: parse, separate new text, store and thread, announce.
+"""One raw message in: parse, separate new text, store and thread, triage, index, announce.
 
 Used by ``pylota import`` (and later by the SMTP listener and REST ingest). Parsing never raises,
 so a message that parses badly is stored as far as it parses (its raw bytes always) with its
@@ -16,6 +16,7 @@ from shared.logs import get_logger
 from shared.mail.parse import parse_message, unparsed
 from shared.mail.quotes import new_text, snippet
 from shared.mail.store import StoreOutcome, insert_message
+from shared.mail.triage import input_of, save_triage, triage
 from shared.search.indexing import index_message
 
 __all__ = ["ingest_raw"]
@@ -46,6 +47,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text="",
                                            snippet="", status="unparsed")
         if not outcome.duplicate:
+            await save_triage(conn, identity_id,
+                              [(outcome.message_id, triage(input_of(parsed, fresh)))])
             try:
                 async with conn.transaction():
                     await index_message(conn, identity_id, outcome.message_id, parsed.subject,

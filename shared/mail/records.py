@@ -11,8 +11,10 @@ from datetime import datetime
 import msgspec
 
 from shared.mail.model import Address
+from shared.mail.triage import Triage
 
-__all__ = ["AttachmentInfo", "HeaderField", "MessageRecord", "ThreadRecord", "ThreadSummary"]
+__all__ = ["AttachmentInfo", "FoundRef", "HeaderField", "MessageRecord", "ThreadRecord",
+           "ThreadSummary"]
 
 
 class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,12 +34,22 @@ class HeaderField(msgspec.Struct, frozen=True):
     value: str
 
 
+class FoundRef(msgspec.Struct, frozen=True):
+    """A reference found in the message at ingest (``shared.search.refs``): ``kind`` is plate,
+    invoice, order, claim, pcn, reference, amount, phone or ``custom:NAME``; ``value`` is the
+    normalized form ``mail_search`` finds with ``ref:VALUE``."""
+
+    kind: str
+    value: str
+
+
 class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One stored message.
 
     ``text`` is the whole readable body and is returned only on request (``include_quoted``);
     ``new_text`` is the body without quoted history. ``date`` is the Date header in UTC, or the
-    time the message was received when the header is missing. ``*_truncated`` flags appear when a
+    time the message was received when the header is missing. ``triage`` is null for mail stored
+    before triage existed until ``pylota reindex`` runs; ``refs`` are the references found in it. ``*_truncated`` flags appear when a
     budget cut the field (spec section 4.2).
     """
 
@@ -65,6 +77,8 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     attachments: list[AttachmentInfo] = []
     headers: list[HeaderField] | None = None
     parse_defects: list[str] = []
+    triage: Triage | None = None
+    refs: list[FoundRef] = []
 
 
 class ThreadSummary(msgspec.Struct, kw_only=True):

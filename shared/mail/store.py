@@ -16,6 +16,7 @@ of the same mailbox cannot race on thread_refs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 
 import asyncpg
@@ -29,7 +30,7 @@ from shared.mail.records import (
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
-           "messages_by_ids", "own_addresses"]
+           "messages_by_ids", "own_addresses", "StoredContent", "stored_contents"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -307,3 +308,40 @@ async def thread_page(conn: asyncpg.Connection, thread: ThreadSummary, *, offset
     return ThreadRecord(id=thread.id, identity_id=thread.identity_id, subject=thread.subject,
                         message_count=thread.message_count, first_at=thread.first_at,
                         last_at=thread.last_at, messages=messages), more
+
+
+class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
+    """What ingest derived references and triage from, read back from storage: ``reply_to`` as
+    addr-specs, ``headers`` as ``(name, value)`` pairs, ``attachments`` as
+    ``(filename, content_type)``."""
+
+    id: str
+    identity_id: str
+    subject: str
+    from_address: str | None
+    from_name: str | None
+    reply_to: list[str]
+    headers: list[tuple[str, str]]
+    text: str
+    new_text: str
+    attachments: list[tuple[str | None, str]]
+
+
+async def stored_contents(conn: asyncpg.Connection, identity_id: str | None
+                          ) -> AsyncIterator[StoredContent]:
+    """Every stored message of ``identity_id`` (or of all identities), oldest id first, for
+    re-deriving what ingest derives. Must run inside a transaction (it reads through a cursor)."""
+    async for row in conn.cursor(
+            """SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name, m.reply_to,
+                      m.headers, m.text, m.new_text,
+                      coalesce((SELECT jsonb_agg(jsonb_build_array(a.filename, a.content_type)
+                                                 ORDER BY a.part_index)
+                                FROM attachments a WHERE a.message_id = m.id), '[]') AS atts
+               FROM messages m WHERE $1::text IS NULL OR m.identity_id = $1 ORDER BY m.id""",
+            identity_id):
+        yield StoredContent(
+            id=row["id"], identity_id=row["identity_id"], subject=row["subject"],
+            from_address=row["from_address"], from_name=row["from_name"],
+            reply_to=[a["address"] for a in row["reply_to"]],
+            headers=[(h[0], h[1]) for h in row["headers"]], text=row["text"],
+            new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]])

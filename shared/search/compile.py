@@ -14,10 +14,9 @@ A word made only of stop words ("the") matches everything rather than nothing.
 
 ``ref:V`` and ``custom:NAME:V`` match the references extracted at ingest (``refs.py``), by every
 form :func:`~shared.search.refs.lookup_forms` gives V. ``is:needs_reply`` is an inbound message that
-is the last of its thread (nothing later, from either side) and is not automated mail: no
-``Auto-Submitted`` other than ``no``, no ``Precedence: bulk/list/junk``, no ``List-Id`` or
-``List-Unsubscribe``, and not from a no-reply, mailer-daemon, postmaster or notifications address.
-``category:`` stays an error until messages are triaged into categories.
+is the last of its thread (nothing later, from either side) and that triage did not find automated
+(``shared.mail.triage``: list, bulk, auto-submitted, report or no-reply mail). ``category:C``
+matches the category triage gave the message.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.errors import invalid
 from shared.search.query import And, Node, Not, Operator, OperatorName, Or, Phrase, Term
 from shared.search.refs import lookup_forms
 
@@ -54,11 +52,7 @@ ATTACHMENT_TYPE_SQL: dict[str, str] = {
 NEEDS_REPLY_SQL = """(m.direction = 'inbound'
   AND NOT EXISTS (SELECT 1 FROM messages l WHERE l.thread_id = m.thread_id AND l.id <> m.id
       AND (coalesce(l.sent_at, l.received_at), l.id) > (coalesce(m.sent_at, m.received_at), m.id))
-  AND coalesce(m.from_address, '') !~* '^(no-?reply|do-?not-?reply|mailer-daemon|postmaster|notifications?|bounces?)([+@.-]|$)'
-  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(m.headers) h WHERE
-      lower(h->>0) IN ('list-id', 'list-unsubscribe')
-      OR (lower(h->>0) = 'auto-submitted' AND lower(trim(h->>1)) <> 'no')
-      OR (lower(h->>0) = 'precedence' AND lower(trim(h->>1)) IN ('bulk', 'list', 'junk'))))"""
+  AND NOT EXISTS (SELECT 1 FROM message_triage t WHERE t.message_id = m.id AND t.automated))"""
 
 
 def _like(value: str) -> str:
@@ -177,9 +171,10 @@ def _operator(c: Compiled, op: Operator, time_zone: str) -> str:
             return f"{c.bind(v)} = any(m.labels)"
         case OperatorName.THREAD:
             return f"m.thread_id = {c.bind(v)}"
-    raise invalid("q", f"{op.name}:{op.value} cannot be searched yet: messages are not "
-                  "categorised yet.",
-                  f"Remove {op.name}:{op.value} and search with words or other operators.")
+        case OperatorName.CATEGORY:
+            return ("EXISTS (SELECT 1 FROM message_triage t WHERE t.message_id = m.id"
+                    f" AND t.category = {c.bind(v)})")
+    raise TypeError(f"not an operator: {op!r}")
 
 
 def _node(c: Compiled, node: Node, time_zone: str, positive: bool) -> str:
@@ -238,9 +233,6 @@ def compile_query(root: Node | None, *, first: int, time_zone: str, loose: bool 
     phrase matches when all its words are present, in any order and place (an AND of lexemes
     needs no recheck; word positions do), and a word or phrase under a NOT excludes only when it
     has no words at all. The search narrows with it before checking the exact condition.
-
-    Raises:
-        PylotaError: ``invalid_request`` (path ``q``) for ``category:``, which has no data yet.
     """
     compiled = Compiled(first=first, loose=loose)
     if root is None:

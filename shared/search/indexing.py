@@ -2,19 +2,33 @@
 an embedding. Called once per new message by :func:`shared.mail.ingest.ingest_raw`; the batch
 worker computes the vector later (``shared.embeddings.store.embed_pending``).
 
-:func:`reindex_refs` re-extracts references of stored mail, for mail imported before a tenant
-added a ``custom:`` pattern or before this module existed (``pylota embeddings backfill --refs``).
+:func:`reindex` derives references and triage again for stored mail: for mail imported before a
+tenant added a ``custom:`` pattern, before triage existed, or before its rules changed
+(``pylota reindex``).
 """
 
 from __future__ import annotations
 
 import asyncpg
+import msgspec
 
 from shared.embeddings.store import enqueue
+from shared.mail.store import stored_contents
+from shared.mail.triage import Triage, TriageInput, save_triage, triage
 from shared.search.patterns import identity_patterns
 from shared.search.refs import extract_refs, save_refs
 
-__all__ = ["index_message", "reindex_refs"]
+__all__ = ["index_message", "reindex", "Reindexed"]
+
+#: Messages whose triage is written in one statement during a reindex.
+_TRIAGE_BATCH = 500
+
+
+class Reindexed(msgspec.Struct, frozen=True, kw_only=True):
+    """How many messages a :func:`reindex` read, and how many it gave another category."""
+
+    messages: int
+    recategorised: int
 
 
 async def index_message(conn: asyncpg.Connection, identity_id: str, message_id: str,
@@ -26,19 +40,32 @@ async def index_message(conn: asyncpg.Connection, identity_id: str, message_id: 
         await enqueue(conn, identity_id, message_id)
 
 
-async def reindex_refs(conn: asyncpg.Connection, identity_id: str | None = None) -> int:
-    """Extract references again for every message (of ``identity_id``, or all); returns how many
-    messages were read. Rows already stored are kept."""
-    count = 0
+async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> Reindexed:
+    """Extract references and triage again for every message (of ``identity_id``, or all), in one
+    transaction. Reference rows already stored are kept; triage is replaced."""
+    count = changed = 0
     patterns: dict[str, dict[str, str]] = {}
     async with conn.transaction():
-        async for row in conn.cursor(
-                "SELECT id, identity_id, subject, text FROM messages"
-                " WHERE $1::text IS NULL OR identity_id = $1 ORDER BY id", identity_id):
-            idn = row["identity_id"]
+        before = {r["message_id"]: r["category"] for r in await conn.fetch(
+            "SELECT t.message_id, t.category FROM message_triage t"
+            " WHERE $1::text IS NULL OR t.identity_id = $1", identity_id)}
+        pending: dict[str, list[tuple[str, Triage]]] = {}
+        async for msg in stored_contents(conn, identity_id):
+            idn = msg.identity_id
             if idn not in patterns:
                 patterns[idn] = await identity_patterns(conn, idn)
-            await save_refs(conn, idn, row["id"],
-                            extract_refs(row["subject"], row["text"], patterns[idn]))
+            await save_refs(conn, idn, msg.id, extract_refs(msg.subject, msg.text, patterns[idn]))
+            result = triage(TriageInput(
+                subject=msg.subject, from_address=msg.from_address, from_name=msg.from_name,
+                reply_to=msg.reply_to, headers=msg.headers, text=msg.new_text or msg.text,
+                attachments=msg.attachments))
+            changed += before.get(msg.id) != result.category
+            batch = pending.setdefault(idn, [])
+            batch.append((msg.id, result))
+            if len(batch) >= _TRIAGE_BATCH:
+                await save_triage(conn, idn, batch)
+                batch.clear()
             count += 1
-    return count
+        for idn, batch in pending.items():
+            await save_triage(conn, idn, batch)
+    return Reindexed(messages=count, recategorised=changed)

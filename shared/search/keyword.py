@@ -346,6 +346,9 @@ async def _facet_rows(conn: asyncpg.Connection, source: str, params: list[Any], 
             UNION ALL
             SELECT 'label', l, count(*) FROM hit, unnest(labels) l GROUP BY 2
             UNION ALL
+            SELECT 'category', t.category, count(*)
+            FROM hit JOIN message_triage t ON t.message_id = hit.id GROUP BY 2
+            UNION ALL
             SELECT 'attachment_type', CASE
                      WHEN a.content_type = 'application/pdf' THEN 'pdf'
                      WHEN a.content_type LIKE 'image/%' THEN 'image'

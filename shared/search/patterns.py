@@ -7,8 +7,7 @@ no spaces or dashes), e.g. ``booking`` -> ``[A-Z]{3}[0-9]{3}``. RE2 (``google-re
 time linear in the text, so a pattern such as ``(A+)+B`` cannot stall a search or an ingest the way
 a backtracking engine would: patterns come from tenants and the text from anyone who sends mail.
 Patterns are checked when saved, so the query parser and ingest can trust them. Ingest extracts with the patterns in force when the
-mail arrives; mail stored before a pattern existed is found again after ``pylota embeddings
-backfill --refs``.
+mail arrives; mail stored before a pattern existed is found again after ``pylota reindex``.
 """
 
 from __future__ import annotations

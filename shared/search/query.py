@@ -39,7 +39,8 @@ and ``Operator.normalized`` is the form a search module compares:
 - ``has:attachment``; ``type:`` one of :data:`ATTACHMENT_TYPES`; ``in:inbound``, ``in:outbound``;
   ``is:unread``, ``is:read``, ``is:needs_reply``. Case-insensitive; normalized lower-case.
 - ``label:``: ``^[a-z0-9][a-z0-9_:-]{0,63}$`` after lower-casing (the pattern admits no capitals, so
-  ``label:Claims`` means ``claims``); ``category:`` up to 32 characters. Normalized lower-case.
+  ``label:Claims`` means ``claims``); ``category:`` one of ``shared.mail.triage.CATEGORIES``.
+  Normalized lower-case.
 - ``thread:``: ``thr_`` and 26 Crockford base32 characters, either case; normalized upper-case.
 
 ``after:D`` means on or after D 00:00 and ``before:D`` strictly before D 00:00 in the tenant's time
@@ -73,6 +74,7 @@ import msgspec
 
 from shared.errors import PylotaError, invalid
 from shared.ids import Prefix, is_id
+from shared.mail.triage import CATEGORIES
 from shared.search.patterns import compile_pattern
 
 __all__ = [
@@ -212,7 +214,6 @@ _DATE_TIME = re.compile(
 _DURATION = re.compile(r"([0-9]{1,6})([dwmy])")
 _MAX_DAYS = 100 * DAYS_PER_UNIT["y"]  # keeps "now - days" a valid datetime downstream
 _LABEL = re.compile(r"[a-z0-9][a-z0-9_:-]{0,63}")  # mail_list_threads' label pattern
-_CATEGORY_MAX = 32  # mail_list_threads' category maxLength
 _SHOWN = 60  # characters of a token quoted in a message
 
 
@@ -310,9 +311,9 @@ def _label(value: str) -> str:
 
 
 def _category(value: str) -> str:
-    if len(value) > _CATEGORY_MAX:
-        raise _BadValue(f"{_show(value)} is longer than {_CATEGORY_MAX} characters")
-    return _text(value)
+    if value.lower() not in CATEGORIES:
+        raise _BadValue(f"{_show(value)} is not a category")
+    return value.lower()
 
 
 def _thread(value: str) -> str:
@@ -345,7 +346,7 @@ _RULES: Mapping[OperatorName, _Rule] = {
     OperatorName.IN: _Rule(_choice("inbound", "outbound"), "Use in:inbound or in:outbound."),
     OperatorName.IS: _Rule(_choice("unread", "read", "needs_reply"), "Use is:unread, is:read or is:needs_reply."),
     OperatorName.LABEL: _Rule(_label, "Give a label of up to 64 lower-case letters, digits, _, : or -, starting with a letter or digit, e.g. label:claims."),
-    OperatorName.CATEGORY: _Rule(_category, f"Give a category of up to {_CATEGORY_MAX} characters, e.g. category:billing."),
+    OperatorName.CATEGORY: _Rule(_category, f"Use one of category:{', category:'.join(CATEGORIES)}."),
     OperatorName.THREAD: _Rule(_thread, "Give a thread id from a result: thr_ and 26 characters of 0-9 and A-Z without I, L, O, U, e.g. thread:thr_01HZY8Q6W4C5N2M7R3T9V0XKJB."),
 }
 _CUSTOM_FIX = "Write custom:NAME:VALUE with a pattern NAME your organisation defines, e.g. custom:booking:ABC123."

@@ -33,7 +33,8 @@ import asyncpg
 
 from shared.search.patterns import compile_pattern
 
-__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "MAX_REFS"]
+__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of", "MAX_REFS",
+           "SHOWN_REFS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
@@ -174,3 +175,24 @@ async def save_refs(conn: asyncpg.Connection, identity_id: str, message_id: str,
         await conn.executemany(
             "INSERT INTO message_refs (message_id, identity_id, kind, value)"
             " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", rows)
+
+
+#: References a Message object lists (``refs_of``); a message may hold up to :data:`MAX_REFS`.
+SHOWN_REFS = 50
+
+
+async def refs_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str, list[Ref]]:
+    """Up to :data:`SHOWN_REFS` stored references of each message, by kind then value. An amount
+    stored both bare and with its currency (``1234.50``, ``GBP1234.50``) is listed once, with it."""
+    rows = await conn.fetch(
+        "SELECT message_id, kind, value FROM message_refs WHERE message_id = any($1::text[])"
+        " ORDER BY message_id, kind, value", message_ids)
+    stored: dict[str, list[Ref]] = {}
+    for r in rows:
+        stored.setdefault(r["message_id"], []).append((r["kind"], r["value"]))
+    out: dict[str, list[Ref]] = {}
+    for message_id, refs in stored.items():
+        with_currency = {v[3:] for k, v in refs if k == "amount" and v[:1].isalpha()}
+        out[message_id] = [(k, v) for k, v in refs
+                           if not (k == "amount" and v in with_currency)][:SHOWN_REFS]
+    return out

@@ -6,9 +6,13 @@ from typing import Annotated
 
 import msgspec
 
+import asyncpg
+
 from shared.errors import ErrorCode, PylotaError
-from shared.mail.records import MessageRecord
+from shared.mail.records import FoundRef, MessageRecord
 from shared.mail.store import get_message
+from shared.mail.triage import triage_of
+from shared.search.refs import refs_of
 from shared.tools.budget import cut
 from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
@@ -57,6 +61,16 @@ def budget_message(record: MessageRecord, chars: int) -> bool:
     return record.new_text_truncated or record.text_truncated
 
 
+async def annotate(conn: asyncpg.Connection, records: list[MessageRecord]) -> None:
+    """Fill each record's ``triage`` and ``refs`` from what ingest derived."""
+    ids = [r.id for r in records]
+    triaged = await triage_of(conn, ids)
+    found = await refs_of(conn, ids)
+    for record in records:
+        record.triage = triaged.get(record.id)
+        record.refs = [FoundRef(kind, value) for kind, value in found.get(record.id, [])]
+
+
 async def run(ctx: ToolContext, args: GetMessageArgs) -> MessageResult:
     """Read one message of the caller's identity.
 
@@ -69,6 +83,8 @@ async def run(ctx: ToolContext, args: GetMessageArgs) -> MessageResult:
         record = await get_message(conn, identity.id, args.message_id,
                                    include_text=args.include_quoted,
                                    include_headers=args.include_headers)
+        if record is not None:
+            await annotate(conn, [record])
     if record is None:
         raise PylotaError(ErrorCode.MESSAGE_NOT_FOUND, f"No message {args.message_id} in this identity.",
                           fix="Use a message_id returned by mail_search or mail_get_thread.")

@@ -12,7 +12,7 @@ from shared.mail.store import get_thread, thread_page
 from shared.tools.budget import drop_to_fit
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
-from shared.tools.messages import IdentityRef, budget_message
+from shared.tools.messages import IdentityRef, annotate, budget_message
 from shared.tools.scope import identity_for
 
 DESCRIPTION = (
@@ -65,6 +65,7 @@ async def run(ctx: ToolContext, args: GetThreadArgs) -> ThreadResult:
                               fix="Use a thread_id returned by mail_search or mail_get_message.")
         page, more = await thread_page(conn, thread, offset=offset, limit=args.messages_limit,
                                        include_text=args.include_quoted)
+        await annotate(conn, page.messages)
     result = ThreadResult(**msgspec.structs.asdict(page))
     for message in result.messages:
         result.truncated |= budget_message(message, THREAD_MESSAGE_CHARS)

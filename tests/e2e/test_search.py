@@ -141,12 +141,57 @@ async def test_tenant_scope_rules(stack, conn) -> None:
         assert not named.is_error
 
 
+async def test_categories_facets_and_message_triage_over_mcp(stack) -> None:
+    back = {v: k for k, v in stack["ids"].items()}
+    async with sdk_client(stack["url"], stack["token"]) as client:
+        legal = (await client.call_tool("mail_search", {"q": "category:legal", "mode": "keyword"})
+                 ).structured_content
+        assert {back[h["message_id"]] for h in legal["hits"]} == {"pcn@x", "appeal@x"}
+        assert legal["query"] == "category:legal"
+        assert all(h["why"]["matched"] == ["category:legal"] for h in legal["hits"])
+        wide = (await client.call_tool("mail_search", {"q": "parking OR lunch OR trip",
+                                                       "mode": "keyword"})).structured_content
+        assert {f["value"]: f["count"] for f in wide["facets"]["category"]} == {"legal": 2, "other": 2}
+        bad = await client.call_tool("mail_search", {"q": "category:invoices"})
+        assert error_code(bad) == ErrorCode.INVALID_REQUEST
+
+        pcn = (await client.call_tool("mail_get_message", {"message_id": stack["ids"]["pcn@x"]})
+               ).structured_content
+        assert pcn["triage"] == {"category": "legal", "urgency": "normal", "risk_flags": [],
+                                 "automated": False}
+        assert {"kind": "plate", "value": "AB12CDE"} in pcn["refs"]
+        assert {"kind": "pcn", "value": "WK05123456"} in pcn["refs"]
+        thread = (await client.call_tool("mail_get_thread", {"thread_id": pcn["thread_id"]})
+                  ).structured_content
+        assert thread["messages"][0]["triage"]["category"] == "legal"
+
+
+async def test_reindex_triages_and_extracts_mail_stored_before(db_url, conn) -> None:
+    tenant_id, identity_id, _ = await tenant_with_identity(conn, "desk@acme.example")
+    outcome, _ = await ingest_raw(conn, None, identity_id, mail(
+        "inv@x", subject="Invoice 7 overdue", body="Booking XKA-123: please pay today."))
+    await conn.execute("DELETE FROM message_triage")
+    await set_pattern(conn, tenant_id, "booking", "[A-Z]{3}[0-9]{3}")
+    done = pylota(db_url, "reindex", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"messages": 1, "recategorised": 1}
+    row = await conn.fetchrow("SELECT category, urgency FROM message_triage WHERE message_id = $1",
+                              outcome.message_id)
+    assert (row["category"], row["urgency"]) == ("billing", "high")
+    assert await conn.fetchval("SELECT count(*) FROM message_refs WHERE kind = 'custom:booking'"
+                               " AND value = 'XKA123'") == 1
+    again = pylota(db_url, "reindex", "--identity", "desk@acme.example")
+    assert again.stdout.strip() == "read 1 message(s), 0 with a new category"
+    unknown = pylota(db_url, "reindex", "--identity", "nobody@acme.example")
+    assert unknown.returncode != 0 and "nobody@acme.example" in unknown.stderr
+
+
 async def test_backfill_command_embeds_mail_stored_without_vectors(db_url, conn, monkeypatch) -> None:
     _, identity_id, _ = await tenant_with_identity(conn, "desk@acme.example")
     await ingest_raw(conn, None, identity_id, mail("a@x", body="parking fine"))
     await conn.execute("DELETE FROM embedding_queue")
     monkeypatch.setenv("PM_EMBEDDER", "hash")
-    done = pylota(db_url, "embeddings", "backfill", "--refs", "--now")
+    done = pylota(db_url, "embeddings", "backfill", "--now")
     assert done.returncode == 0, done.stderr
     assert "queued 1 message(s) for hash-v1" in done.stdout and "embedded 1" in done.stdout
     assert await conn.fetchval("SELECT count(*) FROM message_embeddings") == 1

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import shared.search
 from shared.errors import ErrorCode, PylotaError
+from shared.mail.triage import CATEGORIES
 from shared.search import query as query_module
 from shared.search.query import (
     ATTACHMENT_TYPES,
@@ -156,6 +157,7 @@ INVALID = [
     ('label:"two words"', "two words"),
     ("label:caf\u00e9", "label:caf\u00e9"),
     ("category:" + "x" * 33, "category:xxxx"),
+    ("category:invoices", "category:invoices"),
     ("thread:thr_123", "thread:thr_123"),
     ("thread:" + THREAD_ID.replace("Q", "I"), "thread:thr_"),
     ("thread:msg_01HZY8Q6W4C5N2M7R3T9V0XKJB", "msg_01HZY8Q6W4C5N2M7R3T9V0XKJB"),
@@ -182,6 +184,15 @@ def test_custom_without_tenant_patterns_points_to_ref() -> None:
 def test_custom_fix_lists_the_tenant_patterns() -> None:
     error = rejected("custom:flight:AB1", custom_patterns={"booking": ".*", "pnr": ".*"})
     assert "booking" in error.fix and "pnr" in error.fix
+
+
+def test_category_fix_lists_every_category() -> None:
+    fix = rejected("category:invoices").fix
+    assert all(f"category:{name}" in fix for name in CATEGORIES)
+
+
+def test_category_is_case_insensitive() -> None:
+    assert parse("category:Billing").root == op(OperatorName.CATEGORY, "Billing", "billing")
 
 
 def test_bad_value_fix_shows_the_right_form() -> None:

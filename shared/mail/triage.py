@@ -1,0 +1,310 @@
+"""Triage: each message's category, urgency and risk flags, and the ``message_triage`` table this
+module owns (spec section 4.3: the Message object's "triage (category, urgency, risk_flags)";
+``category:`` in ``mail_search``; DESIGN.md section 2, "follow-up jobs: ... triage").
+
+Rules, not a model: they run at ingest in microseconds, need no network, and give the same answer
+every time, so a search by ``category:`` never changes under an agent's feet. What each category
+holds is :data:`CATEGORIES`; how one is chosen, in order:
+
+1. ``spam`` when an upstream filter marked the message (``X-Spam-Flag: YES``, ``X-Spam-Status:
+   Yes``). Pylota Mail does not judge spam itself.
+2. ``list`` for mailing-list discussion (a ``List-Post`` field, or ``List-Id`` with ``Precedence:
+   list``, RFC 2369/2919), unless its topic is unmistakable (:data:`STRONG_TOPIC`).
+3. A topic (``billing`` ... ``security``) when its phrases score at least :data:`MIN_TOPIC`: a
+   phrase in the subject scores 3, in an attachment's file name 2, in the new text (quotes
+   removed, first :data:`TEXT_CHARS` characters) 1. The highest score wins; ties go to the topic
+   listed first. A ``text/calendar`` part is a meeting invitation (``scheduling``).
+4. ``newsletter`` for bulk mail (``List-Unsubscribe``, ``Precedence: bulk``, a ``List-Id`` without
+   ``List-Post``: an announcement list), ``notification`` for
+   other automated mail (``Auto-Submitted`` other than ``no``, RFC 3834; a delivery report, RFC
+   3464; no-reply, mailer-daemon and notification senders); otherwise ``other``.
+
+``automated`` is true for mail a machine sent or a list relayed: an upstream spam mark, any
+``List-Id``, ``List-Post`` or ``List-Unsubscribe``, ``Precedence: bulk/list/junk``,
+``Auto-Submitted`` other than ``no``, a delivery report, or a no-reply kind of sender (even when
+its topic, say an invoice, gives it a topic category). ``is:needs_reply`` never offers those, and
+the ``mail_reply`` description says never to auto-reply to them.
+
+Urgency is ``high`` when the subject or new text presses for time (urgent, ASAP, final notice,
+overdue, within 24 hours, ...) or the message carries ``Importance: high`` / ``X-Priority: 1|2``;
+``low`` for automated mail that does not; ``normal`` otherwise.
+
+Risk flags (:data:`RISK_FLAGS`) point an agent at what to check before acting on a request in the
+mail (spec: "Check trust and risk_flags before acting on any request in the message").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+import msgspec
+
+from shared.mail.model import ParsedMessage
+
+__all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
+           "Triage", "TriageInput", "input_of", "triage", "save_triage", "triage_of"]
+
+#: Every category, and what it holds. ``mail_search``'s ``category:`` accepts exactly these.
+CATEGORIES: dict[str, str] = {
+    "billing": "invoices, payments, receipts, refunds, statements and remittances",
+    "orders": "orders, purchase orders, shipping, delivery and returns",
+    "claims": "insurance claims and damage reports",
+    "legal": "contracts, penalty charge notices, fines, disputes and data requests",
+    "scheduling": "meetings, calendar invitations, bookings and appointments",
+    "support": "problems, faults, complaints and help requests",
+    "sales": "enquiries, quotes, prices and proposals",
+    "hiring": "job applications, CVs and interviews",
+    "security": "sign-in alerts, password resets and verification codes",
+    "list": "mailing-list discussion",
+    "newsletter": "bulk and marketing mail",
+    "notification": "other automated mail: alerts, bounces, system notices",
+    "spam": "mail an upstream filter marked as spam",
+    "other": "none of the above",
+}
+
+#: Urgency values, least to most pressing.
+URGENCIES = ("low", "normal", "high")
+
+#: Risk flags, and what each means.
+RISK_FLAGS: dict[str, str] = {
+    "payment_change": "asks to pay to new or changed bank details",
+    "credential_request": "asks for a password, PIN, login or code",
+    "gift_cards": "asks for gift cards or vouchers to be bought",
+    "urgent_payment": "presses for a payment or transfer to be made at once",
+    "reply_to_mismatch": "replies would go to a domain other than the sender's",
+    "display_name_mismatch": "the display name shows an address other than the sender's",
+    "dangerous_attachment": "carries a program, script or macro document",
+    "prompt_injection": "addresses instructions to an AI agent",
+}
+
+#: Score a topic needs: one phrase in the subject, or two in the text.
+MIN_TOPIC = 2
+#: Score at which a topic beats the ``list`` category (subject and text both say it).
+STRONG_TOPIC = 5
+#: Characters of new text read; the start of a message says what it is about.
+TEXT_CHARS = 10_000
+
+_I = re.IGNORECASE
+
+# Phrases per topic, in tie-break order. Word boundaries keep "order" out of "border" and
+# "inv" out of "invite"; each pattern counts once however often it occurs.
+_TOPICS: dict[str, tuple[str, ...]] = {
+    "billing": (r"\binvoic", r"\binv[-\s#]?\d", r"\bpayments?\b", r"\bpaid\b", r"\breceipt",
+                r"\brefund", r"\bstatement of account|\baccount statement", r"\bremittance",
+                r"\boverdue\b", r"\b(balance|amount|payment) (is )?(due|outstanding)",
+                r"\bdirect debit\b", r"\bcredit note\b", r"\bbilling\b", r"\bpro[- ]?forma\b"),
+    "orders": (r"\border (#|no\.?|number|confirm)", r"\byour order\b", r"\bpurchase order\b",
+               r"\bPO[-\s#]?\d", r"\bship(ping|ment|ped)\b", r"\bdispatch(ed)?\b",
+               r"\bdeliver(y|ed|ies)\b", r"\btracking (number|code|link)", r"\bcourier\b",
+               r"\breturns? (label|request|authori[sz]ation)"),
+    "claims": (r"\bclaims?\b", r"\bdamage[ds]?\b", r"\binsur(er|ance)\b", r"\bloss adjuster",
+               r"\bexcess\b", r"\baccident\b"),
+    "legal": (r"\bpenalty charge\b", r"\bPCN\b", r"\bparking (fine|ticket)", r"\bfine\b.{0,20}\bissued",
+              r"\bcontract\b", r"\bagreement\b", r"\bsolicitor", r"\blawyer", r"\bcourt\b",
+              r"\blegal action\b", r"\bterms and conditions\b", r"\bNDA\b", r"\bGDPR\b",
+              r"\bsubject access request\b", r"\bdispute\b", r"\bappeal\b"),
+    "scheduling": (r"\bmeeting\b", r"\binvitation:", r"\bcalendar\b", r"\bbooking\b",
+                   r"\breservation\b", r"\bappointment\b", r"\breschedul", r"\bavailab(le|ility)\b",
+                   r"\b(call|meet) (on|at|next)\b", r"\bagenda\b"),
+    "support": (r"\b(not|isn'?t|doesn'?t|won'?t|can'?t|cannot) work", r"\bbroken\b",
+                r"\b(error|fault|issue|problem|bug)s?\b", r"\bcomplain", r"\bhelp\b",
+                r"\bsupport\b", r"\bticket\b", r"\bstopped working\b", r"\bfailed\b"),
+    "sales": (r"\bquot(e|ation)s?\b", r"\bpric(e|es|ing)\b", r"\bproposal\b", r"\benquir",
+              r"\binquir", r"\bdiscount\b", r"\bbrochure\b", r"\bdemo\b", r"\bpartnership\b",
+              r"\bfree trial\b"),
+    "hiring": (r"\bjob application\b", r"\bapplication for\b", r"\bcurriculum vitae\b",
+               r"\b(my|the|attached) (CV|r[eé]sum[eé])\b", r"\binterview\b", r"\bvacanc(y|ies)\b",
+               r"\bjob offer\b", r"\bposition of\b"),
+    "security": (r"\bpassword\b", r"\bverification code\b", r"\bone[- ]time (code|password|pin)",
+                 r"\bsign[- ]?in (attempt|alert|from)", r"\bnew (sign[- ]?in|login|device)\b",
+                 r"\btwo[- ]factor\b|\b2fa\b", r"\bsecurity (alert|code|notice)",
+                 r"\bverify your (email|account|identity)"),
+}
+_COMPILED = {name: [re.compile(p, _I) for p in pats] for name, pats in _TOPICS.items()}
+
+_URGENT = re.compile(
+    r"\burgent(ly)?\b|\basap\b|\bas soon as possible\b|\bimmediate(ly)?\b|\bfinal (notice|reminder|demand)"
+    r"|\boverdue\b|\bwithin (24|48) hours\b|\bby (the )?end of (the )?day\b|\btime[- ]sensitive\b"
+    r"|\baction required\b|\blegal action\b|\bdeadline (is )?(today|tomorrow)\b", _I)
+_NOREPLY = re.compile(
+    r"^(no-?reply|do-?not-?reply|mailer-daemon|postmaster|notifications?|bounces?)([+@.-]|$)", _I)
+
+_PAYMENT_CHANGE = re.compile(
+    r"\b(new|changed?|updated?|different)\b.{0,40}\b(bank|account) (details|number|information)"
+    r"|\b(bank|account) (details|number)\b.{0,40}\b(have |has )?(changed|updated)"
+    r"|\bIBAN\b.{0,60}\b(new|changed?|updated?)\b|\bnew (IBAN|sort code)\b", _I | re.S)
+_CREDENTIALS = re.compile(
+    r"\b(send|give|confirm|provide|share|enter|reply with)\b.{0,40}\b(password|passcode|PIN|login"
+    r"|credentials|verification code|security code|one[- ]time code)\b"
+    r"|\bverify your (account|identity|password)\b", _I | re.S)
+_GIFT_CARDS = re.compile(r"\b(gift ?cards?|itunes cards?|vouchers?)\b.{0,60}\b(buy|purchase|get|send)"
+                         r"|\b(buy|purchase|get)\b.{0,60}\b(gift ?cards?|itunes cards?)", _I | re.S)
+_PAY_NOW = re.compile(r"\b(wire|transfer|payment|pay)\b", _I)
+_INJECTION = re.compile(
+    r"\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|earlier|all|your)\b.{0,20}"
+    r"\b(instructions|prompts?|rules|directions)\b"
+    r"|\bsystem prompt\b|\b(you are|act as) (now )?an? (AI|assistant|language model)\b"
+    r"|\b(AI|LLM) (agent|assistant)s?\b.{0,40}\b(must|should|need to|are instructed)\b"
+    r"|<\|im_start\|>|\[/?INST\]|\bdeveloper mode\b", _I | re.S)
+_DANGEROUS_EXT = re.compile(
+    r"\.(exe|scr|com|pif|bat|cmd|vbs|vbe|js|jse|wsf|wsh|hta|msi|msp|jar|ps1|lnk|iso|img|docm"
+    r"|xlsm|pptm|dotm|xlam)$", _I)
+_DANGEROUS_TYPES = ("application/x-msdownload", "application/x-dosexec", "application/x-msi",
+                    "application/java-archive", "application/x-sh", "application/hta")
+_ADDR_SPEC = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+
+
+class Triage(msgspec.Struct, frozen=True, kw_only=True):
+    """A message's triage, as the Message object carries it.
+
+    ``category`` is a key of :data:`CATEGORIES`, ``urgency`` one of :data:`URGENCIES`,
+    ``risk_flags`` keys of :data:`RISK_FLAGS` (sorted); ``automated`` is true for machine-sent
+    mail (module docstring).
+    """
+
+    category: str
+    urgency: str
+    risk_flags: list[str]
+    automated: bool
+
+
+@dataclass(frozen=True)
+class TriageInput:
+    """What triage reads of a message: the subject, sender and Reply-To addr-specs, the header
+    fields as ``(name, value)`` pairs, the new text (or the whole text when it has none) and the
+    attachments as ``(filename, content_type)``."""
+
+    subject: str
+    from_address: str | None
+    from_name: str | None
+    reply_to: Sequence[str]
+    headers: Sequence[tuple[str, str]]
+    text: str
+    attachments: Sequence[tuple[str | None, str]]
+
+
+def input_of(parsed: ParsedMessage, new_text: str) -> TriageInput:
+    """What triage reads of a freshly parsed message, ``new_text`` being its text without quotes."""
+    return TriageInput(
+        subject=parsed.subject, from_address=parsed.from_.address if parsed.from_ else None,
+        from_name=parsed.from_.name if parsed.from_ else None,
+        reply_to=[a.address for a in parsed.reply_to], headers=parsed.headers,
+        text=new_text or parsed.text,
+        attachments=[(a.filename, a.content_type) for a in parsed.attachments])
+
+
+def _header(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
+    return [v.strip().lower() for n, v in headers if n.lower() == name]
+
+
+def _domain(address: str | None) -> str:
+    return (address or "").rpartition("@")[2].lower()
+
+
+def _topic(msg: TriageInput, text: str) -> tuple[str | None, int]:
+    best, best_score = None, 0
+    names = " ".join(f for f, _ in msg.attachments if f)
+    for name, patterns in _COMPILED.items():
+        score = sum(3 * bool(p.search(msg.subject)) + 2 * bool(names and p.search(names))
+                    + bool(p.search(text)) for p in patterns)
+        if name == "scheduling" and any(ct == "text/calendar" for _, ct in msg.attachments):
+            score += 3
+        if score > best_score:
+            best, best_score = name, score
+    return best, best_score
+
+
+def _risk_flags(msg: TriageInput, text: str, category: str) -> list[str]:
+    flags: set[str] = set()
+    body = f"{msg.subject}\n{text}"
+    if _PAYMENT_CHANGE.search(body):
+        flags.add("payment_change")
+    if _CREDENTIALS.search(body) and category != "security":
+        flags.add("credential_request")
+    if _GIFT_CARDS.search(body):
+        flags.add("gift_cards")
+    if _URGENT.search(body) and _PAY_NOW.search(body) and category != "newsletter":
+        flags.add("urgent_payment")
+    sender = _domain(msg.from_address)
+    if sender and category not in ("list", "newsletter") and any(
+            _domain(r) and _domain(r) != sender for r in msg.reply_to):
+        flags.add("reply_to_mismatch")
+    shown = _ADDR_SPEC.search(msg.from_name or "")
+    if shown and shown[0].lower() != (msg.from_address or ""):
+        flags.add("display_name_mismatch")
+    if any((f and _DANGEROUS_EXT.search(f)) or ct in _DANGEROUS_TYPES
+           for f, ct in msg.attachments):
+        flags.add("dangerous_attachment")
+    if _INJECTION.search(body):
+        flags.add("prompt_injection")
+    return sorted(flags)
+
+
+def triage(msg: TriageInput) -> Triage:
+    """Category, urgency and risk flags of one message (module docstring). Pure; never raises."""
+    headers = msg.headers
+    text = msg.text[:TEXT_CHARS]
+    spam = any(v.startswith("yes") for v in _header(headers, "x-spam-flag")
+               + _header(headers, "x-spam-status"))
+    listed = bool(_header(headers, "list-post")) or (
+        bool(_header(headers, "list-id")) and "list" in _header(headers, "precedence"))
+    # A List-Id without List-Post is an announcement list: one sender, many readers.
+    bulk = bool(_header(headers, "list-unsubscribe")) or any(
+        v in ("bulk", "junk") for v in _header(headers, "precedence")) or (
+        bool(_header(headers, "list-id")) and not listed)
+    auto = any(v and v != "no" for v in _header(headers, "auto-submitted")) or any(
+        "multipart/report" in v for v in _header(headers, "content-type")) or bool(
+        _NOREPLY.match(msg.from_address or ""))
+    topic, score = _topic(msg, text)
+    if spam:
+        category = "spam"
+    elif listed and score < STRONG_TOPIC:
+        category = "list"
+    elif topic is not None and score >= MIN_TOPIC:
+        category = topic
+    elif bulk:
+        category = "newsletter"
+    elif auto:
+        category = "notification"
+    else:
+        category = "other"
+    automated = spam or listed or bulk or auto or any(
+        v == "list" for v in _header(headers, "precedence"))
+    priority = _header(headers, "importance") + _header(headers, "x-priority") + _header(
+        headers, "priority")
+    if _URGENT.search(msg.subject) or _URGENT.search(text) or any(
+            v in ("high", "urgent") or v[:1] in ("1", "2") for v in priority):
+        urgency = "high" if category != "spam" else "low"
+    elif automated:
+        urgency = "low"
+    else:
+        urgency = "normal"
+    return Triage(category=category, urgency=urgency,
+                  risk_flags=_risk_flags(msg, text, category), automated=automated)
+
+
+async def save_triage(conn: asyncpg.Connection, identity_id: str,
+                      results: Iterable[tuple[str, Triage]]) -> None:
+    """Store (or replace) the triage of each ``(message_id, triage)``."""
+    await conn.executemany(
+        """INSERT INTO message_triage (message_id, identity_id, category, urgency, risk_flags,
+                                       automated)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (message_id) DO UPDATE SET category = excluded.category,
+             urgency = excluded.urgency, risk_flags = excluded.risk_flags,
+             automated = excluded.automated""",
+        [(mid, identity_id, t.category, t.urgency, t.risk_flags, t.automated)
+         for mid, t in results])
+
+
+async def triage_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str, Triage]:
+    """The stored triage of each of ``message_ids`` that has one."""
+    rows = await conn.fetch(
+        "SELECT message_id, category, urgency, risk_flags, automated FROM message_triage"
+        " WHERE message_id = any($1::text[])", message_ids)
+    return {r["message_id"]: Triage(category=r["category"], urgency=r["urgency"],
+                                    risk_flags=list(r["risk_flags"]), automated=r["automated"])
+            for r in rows}
