@@ -5,17 +5,27 @@ What is extracted, from the subject and the whole text (quoted text included, so
 quotes an invoice number is found by it):
 
 - ``plate``: UK registration plates in the current format, ``AB12 CDE`` (two letters, two digits,
-  three letters; any spacing).
+  three letters; any spacing, any case); the older UK prefix (``A123 BCD``) and suffix
+  (``ABC 123D``) formats and French plates (``AB-123-CD``) when written in capitals, since in lower
+  case they are ordinary words ("q3 for").
 - ``invoice``, ``order``, ``claim``, ``pcn``, ``reference``: a number right after its keyword
   ("Invoice INV-2026-0042", "order #55123", "claim no. CLM 88-1234", "PCN: AB12345678",
-  "Penalty Charge Notice WK0512345", "ref: XK-99-17"). The number must hold a digit; an optional
-  letter prefix is joined by nothing, a space, ``-`` or ``/``; digit groups may be split by spaces, ``-`` or
-  ``/``.
+  "Penalty Charge Notice WK0512345", "ref: XK-99-17", "order number is PO-44817"). The number
+  must hold a digit; an optional letter prefix is joined by nothing, a space, ``-`` or ``/``; digit
+  groups may be split by spaces, ``-`` or ``/``.
+- The same kinds without their keyword: a code of 2 to 6 capital letters and 3 or more digits,
+  joined by nothing, ``-`` or ``/`` (``PO-44817``, ``INV-2026-0042``, ``KT09917332``). Its prefix
+  names the kind (``PO``/``ORD`` order, ``INV`` invoice, ``CLM`` claim, ``PCN`` pcn; anything else
+  ``reference``); with one of those prefixes the digits alone are stored too, so ``ref:44817``
+  finds ``PO-44817``. Capitals only, and no space inside, so that "about 300" is not a code.
 - ``amount``: a sum with a currency (``£1,234.50``, ``$20``, ``EUR 99.90``, ``1.234,50 €`` is
   not read: only ``.`` as the decimal mark). Stored as ``1234.50`` and ``GBP1234.50``.
 - ``phone``: 9 to 15 digits that start with ``+`` or ``0`` (``+44 20 7946 0018``,
-  ``(020) 7946-0018``). Stored as digits with the ``+``; a ``+44`` number also as its national
-  form ``020…``, so either way of writing it finds the other.
+  ``(020) 7946-0018``), and North American numbers (``(415) 555-0134``, ``415.555.0134``).
+  Stored as digits with the ``+``; a ``+44`` number also as its national form ``020…`` and a
+  ``+1`` number as its ten digits, so either way of writing it finds the other. Other countries'
+  national forms (``01 23 45 67 89`` in France) are stored as written: search them that way or
+  with their ``+`` form as the mail wrote it.
 - ``custom:NAME``: values that satisfy the whole of one of the tenant's patterns
   (``tenant_ref_patterns``): every run of up to three letter-digit tokens joined by white space
   or dashes is tried, normalized (``xka-123`` is tried as ``XKA123``).
@@ -44,6 +54,13 @@ Ref = tuple[str, str]
 
 _SEPARATORS = re.compile(r"[\s\-\u2010-\u2015\u2212]+")
 _PLATE = re.compile(r"(?<![A-Z0-9])([A-Z]{2}[0-9]{2}) ?([A-Z]{3})(?![A-Z0-9])")
+# Matched against the text as written: in capitals only (module docstring).
+_PLATES_CAPITALS = re.compile(
+    r"(?<![A-Za-z0-9])(?:([A-Z][0-9]{1,3}) ?([A-Z]{3})"      # UK prefix, A123 BCD
+    r"|([A-Z]{3}) ?([0-9]{1,3}[A-Z])"                        # UK suffix, ABC 123D
+    r"|([A-Z]{2})-([0-9]{3})-([A-Z]{2}))(?![A-Za-z0-9])")   # France, AB-123-CD
+_CODE = re.compile(r"(?<![A-Za-z0-9/\-])([A-Z]{2,6})[-/]?([0-9]{3,}(?:[-/][0-9]+)*)(?![A-Za-z0-9])")
+_CODE_KINDS = {"PO": "order", "ORD": "order", "INV": "invoice", "CLM": "claim", "PCN": "pcn"}
 _NUMBER = r"(?P<v>(?:[A-Z]{1,6}[-/ ]?)?[A-Z0-9]*[0-9][A-Z0-9]*(?:[ \-/][A-Z0-9]*[0-9][A-Z0-9]*)*)"
 _KEYWORDS = {
     "invoice": r"INVOICE|INV",
@@ -53,13 +70,14 @@ _KEYWORDS = {
     "reference": r"REFERENCE|REF|BOOKING|TICKET|CASE|POLICY|ACCOUNT",
 }
 _KEYED = [(kind, re.compile(
-    rf"(?<![A-Z0-9])(?:{words})\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
+    rf"(?<![A-Z0-9])(?:{words})\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:|IS))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
     for kind, words in _KEYWORDS.items()]
 _CURRENCY = {"£": "GBP", "$": "USD", "€": "EUR", "GBP": "GBP", "USD": "USD", "EUR": "EUR"}
 _SUM = r"(?P<n>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.(?P<d>[0-9]{1,2}))?"
 _AMOUNT_BEFORE = re.compile(rf"(?P<c>£|\$|€|\b(?:GBP|USD|EUR))\s?{_SUM}(?![0-9])")
 _AMOUNT_AFTER = re.compile(rf"(?<![0-9.,]){_SUM}\s?(?P<c>£|€|(?:GBP|USD|EUR)\b)")
 _PHONE = re.compile(r"(?<![0-9+])(\+|\(?0)[0-9 ().\-]{7,22}[0-9](?![0-9])")
+_NANP = re.compile(r"(?<![0-9+\-.])\(?([2-9][0-9]{2})\)?[ .\-]?([0-9]{3})[ .\-]([0-9]{4})(?![0-9\-])")
 _AMOUNT_QUERY = re.compile(rf"(?P<c>£|\$|€|GBP|USD|EUR)?{_SUM}(?P<c2>£|€|GBP|USD|EUR)?")
 _PHONE_QUERY = re.compile(r"\+?[0-9().]{9,24}")
 _TOKEN = re.compile(r"[A-Z0-9]+")
@@ -87,6 +105,8 @@ def _phone(raw: str) -> list[str]:
         forms = ["+" + digits]
         if digits.startswith("44"):
             forms.append("0" + digits[2:])
+        elif digits.startswith("1") and len(digits) == 11:
+            forms.append(digits[1:])
         return forms
     if not digits.startswith("0"):
         return []
@@ -111,14 +131,25 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
         if value and len(found) < MAX_REFS:
             found.setdefault((kind, value), None)
 
+    written = f"{subject}\n{text}"
     for m in _PLATE.finditer(upper):
         add("plate", m[1] + m[2])
+    for m in _PLATES_CAPITALS.finditer(written):
+        add("plate", "".join(g for g in m.groups() if g))
     for kind, pattern in _KEYED:
         for m in pattern.finditer(upper):
             add(kind, re.sub(r"[\s\-/]+", "", m["v"]))
             prefix, space, rest = m["v"].partition(" ")
             if space and prefix.isalpha():  # "invoice is 123": keep 123 as well as IS123
                 add(kind, re.sub(r"[\s\-/]+", "", rest))
+    keyed = {value for _, value in found}
+    for m in _CODE.finditer(written):
+        kind = _CODE_KINDS.get(m[1], "reference")
+        digits = re.sub(r"[-/]", "", m[2])
+        if m[1] + digits not in keyed:  # "PCN KT099…" is already a pcn, not also a reference
+            add(kind, m[1] + digits)
+        if m[1] in _CODE_KINDS and digits not in keyed:
+            add(kind, digits)
     for pattern in (_AMOUNT_BEFORE, _AMOUNT_AFTER):
         for m in pattern.finditer(upper):
             for value in _amount(m["c"].strip(), m["n"], m["d"]):
@@ -126,6 +157,9 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
     for m in _PHONE.finditer(upper):
         for value in _phone(m[0]):
             add("phone", value)
+    for m in _NANP.finditer(upper):
+        add("phone", m[1] + m[2] + m[3])
+        add("phone", "+1" + m[1] + m[2] + m[3])
     if custom_patterns:
         compiled = [(f"custom:{name}", compile_pattern(regex))
                     for name, regex in custom_patterns.items()]

@@ -25,6 +25,21 @@ EXTRACTED = [
     ("Call +44 20 7946 0018", ("phone", "+442079460018")),
     ("Call +44 20 7946 0018", ("phone", "02079460018")),
     ("Call (020) 7946-0018", ("phone", "02079460018")),
+    # numbers without their keyword: a capitals prefix names the kind
+    ("Our purchase order number is PO-44817.", ("order", "PO44817")),
+    ("Please quote PO-44817 on the invoice", ("order", "PO44817")),
+    ("Please quote PO-44817 on the invoice", ("order", "44817")),
+    ("Re: INV-2026-0042", ("invoice", "INV20260042")),
+    ("see CLM/5531", ("claim", "CLM5531")),
+    ("Ticket KT09917332 issued", ("reference", "KT09917332")),
+    # older UK plates and French plates, in capitals
+    ("Van A123 BCD is ready", ("plate", "A123BCD")),
+    ("Van ABC 123D is ready", ("plate", "ABC123D")),
+    ("Van AB-123-CD is ready", ("plate", "AB123CD")),
+    # North American numbers
+    ("Call (415) 555-0134", ("phone", "+14155550134")),
+    ("Call 415.555.0134", ("phone", "4155550134")),
+    ("Call +1 415 555 0134", ("phone", "4155550134")),
 ]
 
 
@@ -34,7 +49,9 @@ def test_extracts(text: str, ref: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize("text", ["order of events", "claim it back", "PCN", "Call 12345",
-                                  "year 2026", "version 1.2.3", "AB12CDEF"])
+                                  "year 2026", "version 1.2.3", "AB12CDEF", "about 300 people",
+                                  "q3 for the board", "a123 bcd", "UTF-8", "on 2026-11-30",
+                                  "ab-123-cd", "Po-44817"])
 def test_does_not_extract(text: str) -> None:
     assert extract_refs("", text) == []
 
@@ -42,6 +59,11 @@ def test_does_not_extract(text: str) -> None:
 def test_subject_counts_and_order_is_first_seen() -> None:
     refs = extract_refs("Claim 7781", "PCN WK05123456, claim 7781 again")
     assert refs == [("claim", "7781"), ("pcn", "WK05123456")]
+
+
+def test_a_keyed_number_is_not_also_a_bare_reference() -> None:
+    refs = extract_refs("Penalty charge notice PCN KT09917332", "")
+    assert ("pcn", "KT09917332") in refs and {kind for kind, _ in refs} == {"pcn"}
 
 
 def test_custom_patterns_match_whole_normalized_values() -> None:
@@ -65,6 +87,8 @@ def test_at_most_max_refs() -> None:
     ("1234.50", "1234.50"),
     ("+44 20 7946 0018", "02079460018"),
     ("020 7946 0018", "+442079460018"),
+    ("+1 415 555 0134", "4155550134"),
+    ("PO-44817", "PO44817"),
 ])
 def test_lookup_forms(typed: str, finds: str) -> None:
     assert finds in lookup_forms(normalize(typed))
