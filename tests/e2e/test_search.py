@@ -197,3 +197,25 @@ async def test_backfill_command_embeds_mail_stored_without_vectors(db_url, conn,
     assert await conn.fetchval("SELECT count(*) FROM message_embeddings") == 1
     again = pylota(db_url, "embeddings", "backfill")
     assert "queued 0" in again.stdout
+
+
+async def test_demo_mailbox_by_reference_and_category(db_url, conn) -> None:
+    """The demo mailbox (``demo/brightwell.mbox``) imported with ``pylota import``, searched through
+    the real front: a purchase order written without its keyword, and each category."""
+    _, _, token = await tenant_with_identity(conn, "desk@pylota.example")
+    done = pylota(db_url, "import", "--identity", "desk@pylota.example", "demo/brightwell.mbox")
+    assert done.returncode == 0 and "imported 8" in done.stdout, done.stdout + done.stderr
+    async with running_front(settings_for(db_url)) as url, sdk_client(url, token) as client:
+        async def subjects(q: str) -> list[str]:
+            found = (await client.call_tool("mail_search", {"q": q, "mode": "keyword"})
+                     ).structured_content
+            return sorted(h["subject"] for h in found["hits"])
+
+        assert await subjects("ref:PO-44817") == ["Booking request: van hire 8-12 September"]
+        assert await subjects("ref:44817") == ["Booking request: van hire 8-12 September"]
+        assert await subjects("category:billing") == ["Invoice INV-77120 for September"]
+        assert await subjects("category:claims") == [
+            "Claim CLM-5531: damage to vehicle AB12 CDE",
+            "Re: Claim CLM-5531: damage to vehicle AB12 CDE"]
+        assert await subjects("category:legal") == ["Penalty charge notice PCN KT09917332"]
+        assert "Thanks for the van" in await subjects("category:other")
