@@ -11,8 +11,10 @@ Where things happen:
 - ``threading`` decides which thread a message joins from Message-ID, In-Reply-To and References
   (RFC 5322 section 3.6.4), with a subject fallback only for Re:/Fwd: messages lacking both.
 - ``quotes`` separates a message's new text from quoted history.
-- ``store`` owns the mail tables (messages, threads, thread_refs, raw_messages, attachments,
-  contacts) and their SQL; ``ingest`` ties parse, threading and store together for one message.
+- ``store`` owns the mail tables (messages, threads, thread_refs, raw_messages, attachments) and
+  their SQL; ``contacts`` owns the people a mailbox exchanges mail with; ``triage`` gives each
+  message a category, urgency and risk flags and owns ``message_triage``; ``ingest`` ties parse,
+  store, triage and the search index together for one message.
 
 The raw bytes are always stored, so a message that parses badly is kept and can be re-parsed.
 """

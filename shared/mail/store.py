@@ -1,5 +1,6 @@
-"""Owner of the mail tables: ``messages``, ``threads``, ``thread_refs``, ``raw_messages``,
-``attachments`` and ``contacts``.
+"""Owner of the mail tables: ``messages``, ``threads``, ``thread_refs``, ``raw_messages`` and
+``attachments`` (``contacts`` belongs to ``shared.mail.contacts``, ``message_triage`` to
+``shared.mail.triage``).
 
 Threading (RFC 5322 section 3.6.4): every msg-id a message names (its own Message-ID, its
 References and In-Reply-To) is mapped to a thread in ``thread_refs``. A new message joins the
@@ -23,6 +24,7 @@ import asyncpg
 import msgspec
 
 from shared.ids import Prefix, new_id
+from shared.mail.contacts import count_contacts
 from shared.mail.model import Address, ParsedMessage
 from shared.mail.records import (
     AttachmentInfo, HeaderField, MessageRecord, ThreadRecord, ThreadSummary,
@@ -30,7 +32,8 @@ from shared.mail.records import (
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
-           "messages_by_ids", "own_addresses", "StoredContent", "stored_contents"]
+           "messages_by_ids", "own_addresses", "StoredContent", "stored_contents", "Outline",
+           "outline", "correspondence", "thread_ids"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,27 +122,6 @@ async def _refresh_thread(conn: asyncpg.Connection, thread_id: str) -> None:
                        thread_id, subject_key(subject or ""))
 
 
-async def _count_contacts(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
-                          outbound: bool, own: set[str], when: datetime) -> None:
-    people = (parsed.to + parsed.cc) if outbound else ([parsed.from_] if parsed.from_ else [])
-    for person in people:
-        if person.address in own:
-            continue
-        await conn.execute(
-            """INSERT INTO contacts AS c (identity_id, address, display_name, inbound_count,
-                                          outbound_count, first_at, last_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $6)
-               ON CONFLICT (identity_id, address) DO UPDATE SET
-                 display_name = coalesce(excluded.display_name, c.display_name),
-                 inbound_count = c.inbound_count + excluded.inbound_count,
-                 outbound_count = c.outbound_count + excluded.outbound_count,
-                 first_at = least(c.first_at, excluded.first_at),
-                 last_at = greatest(c.last_at, excluded.last_at)""",
-            identity_id, person.address, person.name, 0 if outbound else 1, 1 if outbound else 0,
-            when,
-        )
-
-
 async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
                          raw: bytes, *, new_text: str, snippet: str,
                          status: str = "received") -> StoreOutcome:
@@ -208,7 +190,9 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
                   a.content_type, a.disposition, a.content_id, len(a.content),
                   hashlib.sha256(a.content).digest(), a.content) for a in parsed.attachments],
             )
-        await _count_contacts(conn, identity_id, parsed, outbound, own, when)
+        people = (parsed.to + parsed.cc) if outbound else ([parsed.from_] if parsed.from_ else [])
+        await count_contacts(conn, identity_id, [p for p in people if p.address not in own],
+                             outbound=outbound, when=when)
         await _refresh_thread(conn, thread_id)
     return StoreOutcome(message_id=message_id, thread_id=thread_id, duplicate=False)
 
@@ -345,3 +329,53 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None
             reply_to=[a["address"] for a in row["reply_to"]],
             headers=[(h[0], h[1]) for h in row["headers"]], text=row["text"],
             new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]])
+
+
+class Outline(msgspec.Struct, frozen=True, kw_only=True):
+    """Who and what a message is about: its thread, subject, direction, sender and the To and Cc
+    addr-specs."""
+
+    id: str
+    thread_id: str
+    subject: str
+    direction: str
+    from_address: str | None
+    recipients: list[str]
+
+
+def _outline(row: asyncpg.Record) -> Outline:
+    return Outline(id=row["id"], thread_id=row["thread_id"], subject=row["subject"],
+                   direction=row["direction"], from_address=row["from_address"],
+                   recipients=[a["address"] for a in row["recipients"]])
+
+
+_OUTLINE_COLUMNS = ("m.id, m.thread_id, m.subject, m.direction, m.from_address,"
+                    " m.to_addresses || m.cc_addresses AS recipients")
+
+
+async def outline(conn: asyncpg.Connection, message_id: str) -> Outline | None:
+    """The outline of ``message_id``, or None."""
+    row = await conn.fetchrow(f"SELECT {_OUTLINE_COLUMNS} FROM messages m WHERE m.id = $1",
+                              message_id)
+    return _outline(row) if row else None
+
+
+async def correspondence(conn: asyncpg.Connection, identity_id: str, people: list[str], *,
+                         outside_thread: str) -> list[Outline]:
+    """Messages of ``identity_id`` outside the thread ``outside_thread`` that ``people``
+    (addr-specs) sent or received (To or Cc)."""
+    rows = await conn.fetch(
+        f"""SELECT {_OUTLINE_COLUMNS} FROM messages m
+            WHERE m.identity_id = $1 AND m.thread_id <> $2
+              AND (m.from_address = any($3::text[]) OR EXISTS (
+                   SELECT 1 FROM jsonb_array_elements(m.to_addresses || m.cc_addresses) e
+                   WHERE e->>'address' = any($3::text[])))""",
+        identity_id, outside_thread, people)
+    return [_outline(r) for r in rows]
+
+
+async def thread_ids(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str, str]:
+    """The thread id of each of ``message_ids`` that exists."""
+    rows = await conn.fetch("SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
+                            message_ids)
+    return {r["id"]: r["thread_id"] for r in rows}

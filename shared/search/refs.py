@@ -43,8 +43,8 @@ import asyncpg
 
 from shared.search.patterns import compile_pattern
 
-__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of", "MAX_REFS",
-           "SHOWN_REFS"]
+__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
+           "sharing_refs", "MAX_REFS", "SHOWN_REFS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
@@ -230,3 +230,13 @@ async def refs_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str,
         out[message_id] = [(k, v) for k, v in refs
                            if not (k == "amount" and v in with_currency)][:SHOWN_REFS]
     return out
+
+
+async def sharing_refs(conn: asyncpg.Connection, message_id: str) -> list[tuple[str, str, str]]:
+    """``(other message id, kind, value)`` for every reference ``message_id`` shares with another
+    message of its identity."""
+    rows = await conn.fetch(
+        """SELECT o.message_id, s.kind, s.value FROM message_refs s
+           JOIN message_refs o ON o.identity_id = s.identity_id AND o.value = s.value
+           WHERE s.message_id = $1 AND o.message_id <> $1""", message_id)
+    return [(r["message_id"], r["kind"], r["value"]) for r in rows]

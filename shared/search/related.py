@@ -25,7 +25,9 @@ import asyncpg
 import msgspec
 
 from shared.embeddings.store import vectors_of
+from shared.mail.store import correspondence, outline, thread_ids
 from shared.search.keyword import Ranked, RawHit, hit_details
+from shared.search.refs import sharing_refs
 from shared.search.semantic import SemanticEngine
 
 __all__ = ["Related", "find_related", "REF_WEIGHT", "WEAK_REF_WEIGHT", "PARTICIPANT_WEIGHT",
@@ -64,9 +66,8 @@ async def find_related(conn: asyncpg.Connection, engine: SemanticEngine, identit
                        message_id: str, *, limit: int) -> tuple[list[Related], bool]:
     """Up to ``limit`` related messages, best first, and whether semantic evidence was
     unavailable (``degraded``). The message must exist in the identity (the caller checks)."""
-    source = await conn.fetchrow(
-        "SELECT thread_id, subject, from_address, direction, to_addresses, cc_addresses"
-        " FROM messages WHERE id = $1", message_id)
+    source = await outline(conn, message_id)
+    assert source is not None, "the caller checks that the message exists"
     scores: dict[str, float] = {}
     reasons: dict[str, list[str]] = {}
 
@@ -75,39 +76,31 @@ async def find_related(conn: asyncpg.Connection, engine: SemanticEngine, identit
         if reason not in reasons.setdefault(other, []):
             reasons[other].append(reason)
 
-    for r in await conn.fetch(
-            """SELECT o.message_id, s.kind, s.value FROM message_refs s
-               JOIN message_refs o ON o.identity_id = s.identity_id AND o.value = s.value
-               JOIN messages m ON m.id = o.message_id
-               WHERE s.message_id = $1 AND o.message_id <> $1 AND m.thread_id <> $2""",
-            message_id, source["thread_id"]):
-        kind = r["kind"]
+    shared_refs = await sharing_refs(conn, message_id)
+    threads = await thread_ids(conn, sorted({other for other, _, _ in shared_refs}))
+    for other, kind, value in shared_refs:
+        if threads.get(other) == source.thread_id:
+            continue
         weak = kind in ("phone", "amount")
-        reason = (f"custom:{kind.split(':', 1)[1]}:{r['value']}" if kind.startswith("custom:")
-                  else f"ref:{r['value']}")
-        credit(r["message_id"], WEAK_REF_WEIGHT if weak else REF_WEIGHT, reason)
+        reason = (f"custom:{kind.split(':', 1)[1]}:{value}" if kind.startswith("custom:")
+                  else f"ref:{value}")
+        credit(other, WEAK_REF_WEIGHT if weak else REF_WEIGHT, reason)
 
-    if source["direction"] == "inbound":
-        people = [source["from_address"]] if source["from_address"] else []
+    if source.direction == "inbound":
+        people = [source.from_address] if source.from_address else []
     else:
-        people = [a["address"] for a in source["to_addresses"] + source["cc_addresses"]]
-    words = _subject_words(source["subject"])
+        people = source.recipients
+    words = _subject_words(source.subject)
     if people and words:
-        for r in await conn.fetch(
-                """SELECT m.id, m.subject, m.from_address,
-                          m.to_addresses || m.cc_addresses AS recipients
-                   FROM messages m WHERE m.identity_id = $1 AND m.thread_id <> $2
-                     AND (m.from_address = any($3::text[]) OR EXISTS (
-                          SELECT 1 FROM jsonb_array_elements(m.to_addresses || m.cc_addresses) e
-                          WHERE e->>'address' = any($3::text[])))""",
-                identity_id, source["thread_id"], people):
-            shared = sorted(words & _subject_words(r["subject"]))
+        for other in await correspondence(conn, identity_id, people,
+                                          outside_thread=source.thread_id):
+            shared = sorted(words & _subject_words(other.subject))
             if shared:
-                who = r["from_address"] if r["from_address"] in people else next(
-                    a["address"] for a in r["recipients"] if a["address"] in people)
-                credit(r["id"], PARTICIPANT_WEIGHT, f"participant:{who}")
+                who = other.from_address if other.from_address in people else next(
+                    a for a in other.recipients if a in people)
+                credit(other.id, PARTICIPANT_WEIGHT, f"participant:{who}")
                 for word in shared:
-                    credit(r["id"], 0.0, f"subject:{word}")
+                    credit(other.id, 0.0, f"subject:{word}")
 
     degraded = await engine.ready(conn) is not None
     similarity: dict[str, float] = {}
@@ -117,7 +110,7 @@ async def find_related(conn: asyncpg.Connection, engine: SemanticEngine, identit
         if own is not None:
             near = await engine.nearest(
                 conn, identity_ids=[identity_id], vector=own, as_of=datetime.now(timezone.utc),
-                k=_NEIGHBOURS, where="m.thread_id <> $1", params=[source["thread_id"]])
+                k=_NEIGHBOURS, where="m.thread_id <> $1", params=[source.thread_id])
             for other, sim in near:
                 similarity[other] = sim
                 if sim >= MIN_SIMILARITY:
@@ -129,8 +122,7 @@ async def find_related(conn: asyncpg.Connection, engine: SemanticEngine, identit
                     similarity[other] = float(vec @ own)
 
     best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
-    threads = dict(await conn.fetch("SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
-                                    [i for i, _ in best]))
+    threads = await thread_ids(conn, [i for i, _ in best])
     ranked = [Ranked(message_id=i, thread_id=threads[i], score=round(s, 4),
                      semantic_score=round(similarity[i], 4) if i in similarity else None)
               for i, s in best]

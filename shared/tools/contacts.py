@@ -1,6 +1,6 @@
 """mail_search_contacts (spec section 4.3): find a contact by name, address or domain prefix.
 
-Matching and ranking are in :mod:`shared.search.contacts`. ``q`` must not be empty (the spec:
+Matching and ranking are in :mod:`shared.mail.contacts`. ``q`` must not be empty (the spec:
 a full list would fill the model's context). Limits: DESIGN.md section 5.4 (10 by default, 50 at
 most); ``next_cursor`` pages on.
 """
@@ -12,7 +12,7 @@ from typing import Annotated
 import msgspec
 
 from shared.errors import invalid
-from shared.search.contacts import Contact, search_contacts
+from shared.mail.contacts import Contact, search_contacts
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
 from shared.tools.messages import IdentityRef

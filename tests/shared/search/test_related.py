@@ -1,4 +1,4 @@
-"""Related messages (``shared.search.related``) and contact search (``shared.search.contacts``)."""
+"""Related messages (``shared.search.related``) and contact search (``shared.mail.contacts``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from shared.db import create_pool
 from shared.embeddings.embedder import HashEmbedder
 from shared.embeddings.store import embed_pending
-from shared.search.contacts import search_contacts
+from shared.mail.contacts import search_contacts
 from shared.search.related import find_related
 from shared.search.semantic import SemanticEngine
 from tests.shared.search.conftest import OWN, Mailbox

@@ -1,9 +1,11 @@
-"""Contact search for ``mail_search_contacts`` (spec section 4.3): prefix match on a contact's
-display name (any word of it), address, or domain, ranked by how often and how recently the
-mailbox exchanged mail with them.
+"""The people a mailbox exchanges mail with: owner of the ``contacts`` table.
 
-Reads ``contacts`` (owned and written by ``shared.mail.store`` at ingest); writes nothing.
-Score: ``(inbound_count + 2 * outbound_count) * exp(-days since last_at / RECENCY_DAYS)`` — mail
+Ingest counts each message's correspondents (:func:`count_contacts`, called by
+``shared.mail.store`` in the message's transaction): the sender of inbound mail, the To and Cc
+recipients of outbound mail, never the identity's own addresses. ``mail_search_contacts`` (spec
+section 4.3) finds them by prefix of the display name (any word of it), address or domain
+(:func:`search_contacts`), ranked by how often and how recently the mailbox exchanged mail with
+them. Score: ``(inbound_count + 2 * outbound_count) * exp(-days since last_at / RECENCY_DAYS)`` — mail
 the mailbox sent counts double, since writing to someone shows a real relationship.
 """
 
@@ -14,7 +16,9 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
-__all__ = ["Contact", "search_contacts", "RECENCY_DAYS"]
+from shared.mail.model import Address
+
+__all__ = ["Contact", "count_contacts", "search_contacts", "RECENCY_DAYS"]
 
 #: Days after which a contact's weight has fallen to 1/e.
 RECENCY_DAYS = 180.0
@@ -30,6 +34,24 @@ class Contact(msgspec.Struct, kw_only=True):
     outbound_count: int
     first_at: datetime | None
     last_at: datetime | None
+
+
+async def count_contacts(conn: asyncpg.Connection, identity_id: str, people: list[Address], *,
+                         outbound: bool, when: datetime) -> None:
+    """Count one message exchanged with each of ``people`` at ``when``: inbound (they wrote) or
+    ``outbound`` (the mailbox wrote to them). A display name replaces the stored one."""
+    await conn.executemany(
+        """INSERT INTO contacts AS c (identity_id, address, display_name, inbound_count,
+                                      outbound_count, first_at, last_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $6)
+           ON CONFLICT (identity_id, address) DO UPDATE SET
+             display_name = coalesce(excluded.display_name, c.display_name),
+             inbound_count = c.inbound_count + excluded.inbound_count,
+             outbound_count = c.outbound_count + excluded.outbound_count,
+             first_at = least(c.first_at, excluded.first_at),
+             last_at = greatest(c.last_at, excluded.last_at)""",
+        [(identity_id, p.address, p.name, 0 if outbound else 1, 1 if outbound else 0, when)
+         for p in people])
 
 
 def _prefix(value: str) -> str:
