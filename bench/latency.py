@@ -31,7 +31,7 @@ QUERIES = [
     "budget -quarterly", "in:inbound is:unread support", "password login portal",
     "hotel flight travel", "", "status update", "customer feedback review",
     "garage repair vehicle", "schedule friday", "question access website", "signed agreement",
-    "damage photo", "booking confirmed",
+    "damage photo", "booking confirmed", "category:billing overdue", "category:claims",
 ]
 MODES = ("keyword", "semantic", "hybrid")
 
