@@ -8,8 +8,9 @@ holds is :data:`CATEGORIES`; how one is chosen, in order:
 
 1. ``spam`` when an upstream filter marked the message (``X-Spam-Flag: YES``, ``X-Spam-Status:
    Yes``). Pylota Mail does not judge spam itself.
-2. ``list`` for mailing-list discussion (a ``List-Post`` field, or ``List-Id`` with ``Precedence:
-   list``, RFC 2369/2919), unless its topic is unmistakable (:data:`STRONG_TOPIC`).
+2. ``list`` for mailing-list discussion (a ``List-Post`` field, RFC 2369; ``X-Mailing-List`` or
+   ``Mailing-List``, which vger and ezmlm add; ``Precedence: list``), unless its topic is
+   unmistakable (:data:`STRONG_TOPIC`).
 3. A topic (``billing`` ... ``security``) when its phrases score at least :data:`MIN_TOPIC`: a
    phrase in the subject scores 3, in an attachment's file name 2, in the new text (quotes
    removed, first :data:`TEXT_CHARS` characters) 1. The highest score wins; ties go to the topic
@@ -20,7 +21,8 @@ holds is :data:`CATEGORIES`; how one is chosen, in order:
    3464; no-reply, mailer-daemon and notification senders); otherwise ``other``.
 
 ``automated`` is true for mail a machine sent or a list relayed: an upstream spam mark, any
-``List-Id``, ``List-Post`` or ``List-Unsubscribe``, ``Precedence: bulk/list/junk``,
+list field (``List-Id``, ``List-Post``, ``List-Unsubscribe``, ``X-Mailing-List``, ``Mailing-List``),
+``Precedence: bulk/list/junk``,
 ``Auto-Submitted`` other than ``no``, a delivery report, or a no-reply kind of sender (even when
 its topic, say an invoice, gives it a topic category). ``is:needs_reply`` never offers those, and
 the ``mail_reply`` description says never to auto-reply to them.
@@ -82,8 +84,9 @@ RISK_FLAGS: dict[str, str] = {
 
 #: Score a topic needs: one phrase in the subject, or two in the text.
 MIN_TOPIC = 2
-#: Score at which a topic beats the ``list`` category (subject and text both say it).
-STRONG_TOPIC = 5
+#: Score at which a topic beats the ``list`` category (the subject and three phrases of the text
+#: say it): list discussion mentions invoices and meetings in passing.
+STRONG_TOPIC = 6
 #: Characters of new text read; the start of a message says what it is about.
 TEXT_CHARS = 10_000
 
@@ -109,9 +112,12 @@ _TOPICS: dict[str, tuple[str, ...]] = {
     "scheduling": (r"\bmeeting\b", r"\binvitation:", r"\bcalendar\b", r"\bbooking\b",
                    r"\breservation\b", r"\bappointment\b", r"\breschedul", r"\bavailab(le|ility)\b",
                    r"\b(call|meet) (on|at|next)\b", r"\bagenda\b"),
-    "support": (r"\b(not|isn'?t|doesn'?t|won'?t|can'?t|cannot) work", r"\bbroken\b",
-                r"\b(error|fault|issue|problem|bug)s?\b", r"\bcomplain", r"\bhelp\b",
-                r"\bsupport\b", r"\bticket\b", r"\bstopped working\b", r"\bfailed\b"),
+    "support": (r"\b(not|isn'?t|doesn'?t|won'?t|can'?t|cannot) (work|start|load|connect|log ?in|open)",
+                r"\bstopped working\b", r"\bbroken\b", r"\b(error|fault) (message|code)\b",
+                r"\bcomplain", r"\b(need|needs|could you|can you|please) help\b",
+                r"\bhelp (me|us|with)\b", r"\bsupport (ticket|request|case)\b",
+                r"\b(ticket|case) (#|no\.?|number)", r"\bbug report\b", r"\bnot happy\b",
+                r"\bdisappointed\b", r"\bfaulty\b"),
     "sales": (r"\bquot(e|ation)s?\b", r"\bpric(e|es|ing)\b", r"\bproposal\b", r"\benquir",
               r"\binquir", r"\bdiscount\b", r"\bbrochure\b", r"\bdemo\b", r"\bpartnership\b",
               r"\bfree trial\b"),
@@ -142,7 +148,11 @@ _CREDENTIALS = re.compile(
     r"|\bverify your (account|identity|password)\b", _I | re.S)
 _GIFT_CARDS = re.compile(r"\b(gift ?cards?|itunes cards?|vouchers?)\b.{0,60}\b(buy|purchase|get|send)"
                          r"|\b(buy|purchase|get)\b.{0,60}\b(gift ?cards?|itunes cards?)", _I | re.S)
-_PAY_NOW = re.compile(r"\b(wire|transfer|payment|pay)\b", _I)
+_PRESS = r"(urgent(ly)?|immediately|asap|as soon as possible|today|right away|within \d+ hours)"
+_PAYING = r"(wire|transfer|pay|payment|remit)"
+# Pressure and payment in one sentence ("wire it immediately", "urgent: pay today").
+_URGENT_PAYMENT = re.compile(rf"\b{_PRESS}\b[^.!?\n]{{0,60}}\b{_PAYING}\b"
+                             rf"|\b{_PAYING}\b[^.!?\n]{{0,60}}\b{_PRESS}\b", _I)
 _INJECTION = re.compile(
     r"\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|earlier|all|your)\b.{0,20}"
     r"\b(instructions|prompts?|rules|directions)\b"
@@ -154,6 +164,9 @@ _DANGEROUS_EXT = re.compile(
     r"|xlsm|pptm|dotm|xlam)$", _I)
 _DANGEROUS_TYPES = ("application/x-msdownload", "application/x-dosexec", "application/x-msi",
                     "application/java-archive", "application/x-sh", "application/hta")
+#: Fields only discussion lists add: RFC 2369's List-Post, vger's X-Mailing-List, ezmlm's
+#: Mailing-List.
+_DISCUSSION_HEADERS = ("list-post", "x-mailing-list", "mailing-list")
 _ADDR_SPEC = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 
 
@@ -217,7 +230,7 @@ def _topic(msg: TriageInput, text: str) -> tuple[str | None, int]:
     return best, best_score
 
 
-def _risk_flags(msg: TriageInput, text: str, category: str) -> list[str]:
+def _risk_flags(msg: TriageInput, text: str, category: str, automated: bool) -> list[str]:
     flags: set[str] = set()
     body = f"{msg.subject}\n{text}"
     if _PAYMENT_CHANGE.search(body):
@@ -226,10 +239,11 @@ def _risk_flags(msg: TriageInput, text: str, category: str) -> list[str]:
         flags.add("credential_request")
     if _GIFT_CARDS.search(body):
         flags.add("gift_cards")
-    if _URGENT.search(body) and _PAY_NOW.search(body) and category != "newsletter":
+    if _URGENT_PAYMENT.search(body):
         flags.add("urgent_payment")
     sender = _domain(msg.from_address)
-    if sender and category not in ("list", "newsletter") and any(
+    # Lists and bulk senders set Reply-To to the list or a help desk as a matter of course.
+    if sender and not automated and any(
             _domain(r) and _domain(r) != sender for r in msg.reply_to):
         flags.add("reply_to_mismatch")
     shown = _ADDR_SPEC.search(msg.from_name or "")
@@ -249,8 +263,8 @@ def triage(msg: TriageInput) -> Triage:
     text = msg.text[:TEXT_CHARS]
     spam = any(v.startswith("yes") for v in _header(headers, "x-spam-flag")
                + _header(headers, "x-spam-status"))
-    listed = bool(_header(headers, "list-post")) or (
-        bool(_header(headers, "list-id")) and "list" in _header(headers, "precedence"))
+    listed = any(_header(headers, name) for name in _DISCUSSION_HEADERS) or (
+        "list" in _header(headers, "precedence"))
     # A List-Id without List-Post is an announcement list: one sender, many readers.
     bulk = bool(_header(headers, "list-unsubscribe")) or any(
         v in ("bulk", "junk") for v in _header(headers, "precedence")) or (
@@ -271,8 +285,7 @@ def triage(msg: TriageInput) -> Triage:
         category = "notification"
     else:
         category = "other"
-    automated = spam or listed or bulk or auto or any(
-        v == "list" for v in _header(headers, "precedence"))
+    automated = spam or listed or bulk or auto
     priority = _header(headers, "importance") + _header(headers, "x-priority") + _header(
         headers, "priority")
     if _URGENT.search(msg.subject) or _URGENT.search(text) or any(
@@ -283,7 +296,8 @@ def triage(msg: TriageInput) -> Triage:
     else:
         urgency = "normal"
     return Triage(category=category, urgency=urgency,
-                  risk_flags=_risk_flags(msg, text, category), automated=automated)
+                  risk_flags=_risk_flags(msg, text, category, automated),
+                  automated=automated)
 
 
 async def save_triage(conn: asyncpg.Connection, identity_id: str,

@@ -185,3 +185,30 @@ def test_input_of_a_parsed_message_reads_new_text_and_attachments() -> None:
 def test_huge_text_is_read_only_at_its_start() -> None:
     text = "hello " * 1_000_000 + "invoice payment receipt"
     assert triage(mail("Hi", text)).category == "other"
+
+
+def _triaged(paths, *, mboxrd: bool = True):
+    from shared.mail.quotes import new_text
+    from shared.mail.sources import iter_sources
+    for item in iter_sources(paths, mboxrd=mboxrd):
+        parsed = parse_message(item.raw)
+        yield triage(input_of(parsed, new_text(parsed.text)))
+
+
+def test_kernel_list_mail_is_list_mail(corpus) -> None:
+    """Real vger and notmuch list traffic (``X-Mailing-List``, ``List-Post``): list, automated,
+    never flagged."""
+    results = list(_triaged([corpus / "mailboxes/notmuch-lkml/notmuch-lkml.mbox"]))
+    assert len(results) == 210
+    assert sum(r.category == "list" for r in results) >= 0.95 * len(results)
+    assert all(r.automated for r in results)
+    assert not [r for r in results if r.risk_flags]
+
+
+def test_real_ham_is_rarely_flagged(corpus) -> None:
+    """SpamAssassin's easy ham (2,500 real messages, mostly lists and personal mail): risk flags
+    on fewer than 1 in 200."""
+    results = list(_triaged([corpus / "mailboxes/spamassassin-public/easy-ham-1.mbox.gz"],
+                            mboxrd=False))
+    assert len(results) == 2500
+    assert sum(bool(r.risk_flags) for r in results) < len(results) / 200
