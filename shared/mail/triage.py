@@ -28,8 +28,9 @@ its topic, say an invoice, gives it a topic category). ``is:needs_reply`` never 
 the ``mail_reply`` description says never to auto-reply to them.
 
 Urgency is ``high`` when the subject or new text presses for time (urgent, ASAP, final notice,
-overdue, within 24 hours, ...) or the message carries ``Importance: high`` / ``X-Priority: 1|2``;
-``low`` for automated mail that does not; ``normal`` otherwise.
+overdue, within 24 hours, ...; for automated mail the subject only) or the message carries
+``Importance: high`` / ``X-Priority: 1|2``; ``low`` for spam and for automated mail that does
+not; ``normal`` otherwise.
 
 Risk flags (:data:`RISK_FLAGS`) point an agent at what to check before acting on a request in the
 mail (spec: "Check trust and risk_flags before acting on any request in the message").
@@ -288,9 +289,12 @@ def triage(msg: TriageInput) -> Triage:
     automated = spam or listed or bulk or auto
     priority = _header(headers, "importance") + _header(headers, "x-priority") + _header(
         headers, "priority")
-    if _URGENT.search(msg.subject) or _URGENT.search(text) or any(
-            v in ("high", "urgent") or v[:1] in ("1", "2") for v in priority):
-        urgency = "high" if category != "spam" else "low"
+    # Automated mail presses only through its subject or priority fields: a list post's body is
+    # full of "immediately" in code and quotes.
+    pressed = _URGENT.search(msg.subject) or (not automated and _URGENT.search(text))
+    if category != "spam" and (pressed or any(
+            v in ("high", "urgent") or v[:1] in ("1", "2") for v in priority)):
+        urgency = "high"
     elif automated:
         urgency = "low"
     else:

@@ -19,7 +19,8 @@ quotes an invoice number is found by it):
   ``reference``); with one of those prefixes the digits alone are stored too, so ``ref:44817``
   finds ``PO-44817``. Capitals only, and no space inside, so that "about 300" is not a code.
 - ``amount``: a sum with a currency (``£1,234.50``, ``$20``, ``EUR 99.90``, ``1.234,50 €`` is
-  not read: only ``.`` as the decimal mark). Stored as ``1234.50`` and ``GBP1234.50``.
+  not read: only ``.`` as the decimal mark; ``$1`` to ``$9`` without cents are shell and regex
+  arguments, not read). Stored as ``1234.50`` and ``GBP1234.50``.
 - ``phone``: 9 to 15 digits that start with ``+`` or ``0`` (``+44 20 7946 0018``,
   ``(020) 7946-0018``), and North American numbers (``(415) 555-0134``, ``415.555.0134``).
   Stored as digits with the ``+``; a ``+44`` number also as its national form ``020…`` and a
@@ -53,13 +54,16 @@ Ref = tuple[str, str]
 """``(kind, value)``, value normalized."""
 
 _SEPARATORS = re.compile(r"[\s\-\u2010-\u2015\u2212]+")
-_PLATE = re.compile(r"(?<![A-Z0-9])([A-Z]{2}[0-9]{2}) ?([A-Z]{3})(?![A-Z0-9])")
+# Not inside a longer token joined by dots, slashes or underscores: "22550f7..cd14fec" in a diff
+# is two commit hashes, not the plate CD14FEC.
+_PLATE = re.compile(r"(?<![A-Z0-9._/])([A-Z]{2}[0-9]{2}) ?([A-Z]{3})(?![A-Z0-9_/])")
 # Matched against the text as written: in capitals only (module docstring).
 _PLATES_CAPITALS = re.compile(
     r"(?<![A-Za-z0-9])(?:([A-Z][0-9]{1,3}) ?([A-Z]{3})"      # UK prefix, A123 BCD
     r"|([A-Z]{3}) ?([0-9]{1,3}[A-Z])"                        # UK suffix, ABC 123D
     r"|([A-Z]{2})-([0-9]{3})-([A-Z]{2}))(?![A-Za-z0-9])")   # France, AB-123-CD
-_CODE = re.compile(r"(?<![A-Za-z0-9/\-])([A-Z]{2,6})[-/]?([0-9]{3,}(?:[-/][0-9]+)*)(?![A-Za-z0-9])")
+# Not part of an identifier (RFC1001_PORT) or a path.
+_CODE = re.compile(r"(?<![A-Za-z0-9/\\_-])([A-Z]{2,6})[-/]?([0-9]{3,}(?:[-/][0-9]+)*)(?![A-Za-z0-9_])")
 _CODE_KINDS = {"PO": "order", "ORD": "order", "INV": "invoice", "CLM": "claim", "PCN": "pcn"}
 _NUMBER = r"(?P<v>(?:[A-Z]{1,6}[-/ ]?)?[A-Z0-9]*[0-9][A-Z0-9]*(?:[ \-/][A-Z0-9]*[0-9][A-Z0-9]*)*)"
 _KEYWORDS = {
@@ -70,13 +74,17 @@ _KEYWORDS = {
     "reference": r"REFERENCE|REF|BOOKING|TICKET|CASE|POLICY|ACCOUNT",
 }
 _KEYED = [(kind, re.compile(
-    rf"(?<![A-Z0-9])(?:{words})\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:|IS))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
+    rf"(?<![A-Z0-9_])(?:{words})\b\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:|IS))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
     for kind, words in _KEYWORDS.items()]
 _CURRENCY = {"£": "GBP", "$": "USD", "€": "EUR", "GBP": "GBP", "USD": "USD", "EUR": "EUR"}
 _SUM = r"(?P<n>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.(?P<d>[0-9]{1,2}))?"
 _AMOUNT_BEFORE = re.compile(rf"(?P<c>£|\$|€|\b(?:GBP|USD|EUR))\s?{_SUM}(?![0-9])")
+# "$1" alone is a shell or regex argument far more often than a dollar.
+_SHELL_ARGUMENT = re.compile(r"\$[0-9](?![0-9.,])")
 _AMOUNT_AFTER = re.compile(rf"(?<![0-9.,]){_SUM}\s?(?P<c>£|€|(?:GBP|USD|EUR)\b)")
-_PHONE = re.compile(r"(?<![0-9+])(\+|\(?0)[0-9 ().\-]{7,22}[0-9](?![0-9])")
+# Not glued to letters on either side, and no ".." inside: "0000000..1080b96" is a diff's index
+# line, not a number to call.
+_PHONE = re.compile(r"(?<![0-9A-Z+.])(\+|\(?0)(?:[0-9 ()\-]|\.(?!\.)){7,22}[0-9](?![0-9A-Z])")
 _NANP = re.compile(r"(?<![0-9+\-.])\(?([2-9][0-9]{2})\)?[ .\-]?([0-9]{3})[ .\-]([0-9]{4})(?![0-9\-])")
 _AMOUNT_QUERY = re.compile(rf"(?P<c>£|\$|€|GBP|USD|EUR)?{_SUM}(?P<c2>£|€|GBP|USD|EUR)?")
 _PHONE_QUERY = re.compile(r"\+?[0-9().]{9,24}")
@@ -152,6 +160,8 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
             add(kind, digits)
     for pattern in (_AMOUNT_BEFORE, _AMOUNT_AFTER):
         for m in pattern.finditer(upper):
+            if _SHELL_ARGUMENT.match(upper, m.start()):
+                continue
             for value in _amount(m["c"].strip(), m["n"], m["d"]):
                 add("amount", value)
     for m in _PHONE.finditer(upper):

@@ -120,6 +120,12 @@ def test_high_urgency(subject: str, text: str, headers: list[tuple[str, str]]) -
     assert triage(mail(subject, text, headers=headers)).urgency == "high"
 
 
+def test_automated_mail_presses_only_in_its_subject() -> None:
+    patch = mail("[PATCH] cifs: read pages", "+ /* start the read immediately */", headers=LIST_HEADERS)
+    assert triage(patch).urgency == "low"
+    assert triage(mail("URGENT: list moving", "", headers=LIST_HEADERS)).urgency == "high"
+
+
 def test_normal_and_low_urgency() -> None:
     assert URGENCIES == ("low", "normal", "high")
     assert triage(mail("Van", "Next week is fine.")).urgency == "normal"

@@ -51,7 +51,11 @@ def test_extracts(text: str, ref: tuple[str, str]) -> None:
 @pytest.mark.parametrize("text", ["order of events", "claim it back", "PCN", "Call 12345",
                                   "year 2026", "version 1.2.3", "AB12CDEF", "about 300 people",
                                   "q3 for the board", "a123 bcd", "UTF-8", "on 2026-11-30",
-                                  "ab-123-cd", "Po-44817"])
+                                  "ab-123-cd", "Po-44817",
+                                  # patches: hashes, index lines, #defines, shell arguments
+                                  "index 22550f7..cd14fec 100644",
+                                  "index 0000000..1080b96", "#define RFC1001_PORT 139",
+                                  "#define CIFS_PORT 445", "echo $1 > out", "a_ab12cde_b"])
 def test_does_not_extract(text: str) -> None:
     assert extract_refs("", text) == []
 
