@@ -291,7 +291,8 @@ def _clauses(root: Node | None) -> list[Node]:
 async def matched_clauses(conn: asyncpg.Connection, message_ids: list[str], root: Node | None,
                           time_zone: str) -> dict[str, list[str]]:
     """For each message, the clauses of ``root`` it satisfies, rendered in the query language
-    (the top-level terms, and the alternatives of a top-level OR)."""
+    (the top-level terms, and the alternatives of a top-level OR); words that are only stop words
+    are never listed."""
     clauses = _clauses(root)
     if not message_ids or not clauses:
         return {i: [] for i in message_ids}
@@ -300,6 +301,10 @@ async def matched_clauses(conn: asyncpg.Connection, message_ids: list[str], root
     for n, clause in enumerate(clauses):
         cond, compiled = compile_query(clause, first=len(params) + 1, time_zone=time_zone)
         params.extend(compiled.params)
+        if isinstance(clause, (Term, Phrase)):
+            # A stop word ("for") matches every message, so it explains none.
+            params.append(clause.text)
+            cond = f"({cond}) AND numnode(plainto_tsquery('en_unaccent', ${len(params)})) > 0"
         columns.append(f"({cond}) AS c{n}")
     rows = await conn.fetch(
         f"SELECT m.id, {', '.join(columns)} FROM messages m WHERE m.id = any($1::text[])", *params)

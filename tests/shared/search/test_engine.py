@@ -178,3 +178,11 @@ async def test_without_words_newest_first_page_by_page(box: Mailbox) -> None:
     page = await search(box, "from:parking@council.example OR from:ann@clients.example", "keyword",
                         limit=1, offset=1)
     assert mids(box, page) == ["fine-1"] and not page.more
+
+
+async def test_stop_words_never_explain_a_hit(box: Mailbox, db_url: str) -> None:
+    await embed_all(db_url)
+    outcome = await search(box, "money for the van", "semantic")
+    matched = [outcome.matched[h.message_id] for h in outcome.hits]
+    assert matched and all("for" not in m and "the" not in m for m in matched)
+    assert ["van"] in matched
