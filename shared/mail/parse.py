@@ -189,8 +189,12 @@ _LONG_HEADER = 16_000
 
 
 def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
-    """The header's text: the default policy's reading, else the compat32 one (RFC 2047)."""
-    if name.lower() in _MSG_ID_HEADERS or len(value) > _LONG_HEADER:
+    """The header's text as received, unfolded (RFC 5322 section 2.2.3): with encoded-words
+    decoded by the default policy's reading, else the compat32 one (RFC 2047). Without
+    encoded-words the value is kept as written, since the default policy re-renders structured
+    fields (a Date with a wrong weekday comes back "corrected", parameters re-quoted)."""
+    if ("=?" not in value or name.lower() in _MSG_ID_HEADERS
+            or len(value) > _LONG_HEADER):
         return _without_nul(_compat_text(value))
     try:
         header = msg.policy.header_fetch_parse(name, value)

@@ -238,3 +238,15 @@ def test_kit_lkml_maildir_and_mbox_agree(corpus: Path) -> None:
         texts.append(by_id)
     # The mbox holds the maildir's bytes (LF, mboxrd-escaped), so every text is identical.
     assert texts[0] == texts[1]
+
+
+def test_headers_are_kept_as_written_and_unfolded() -> None:
+    raw = (b"From: a@x.example\r\nDate: Mon, 01 Sep 2026 09:12:00 +0100\r\n"
+           b"Subject: lib/message: Add function to get maildir\r\n\tflags.\r\n"
+           b"Content-Type: text/plain; charset=utf-8\r\n\r\nbody\r\n")
+    parsed = parse_message(raw)
+    headers = dict(parsed.headers)
+    assert headers["Date"] == "Mon, 01 Sep 2026 09:12:00 +0100"  # 1 Sep 2026 is a Tuesday
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert parsed.subject == "lib/message: Add function to get maildir flags."
+    assert parsed.sent_at is not None and parsed.sent_at.hour == 8
