@@ -114,6 +114,8 @@ class Facets(msgspec.Struct, kw_only=True):
 
 
 _DATE_SQL = "coalesce(m.sent_at, m.received_at)"
+#: Characters of a message's text a snippet is looked for in.
+_HEADLINE_CHARS = 20_000
 
 
 def where_sql(scope: Scope, root: Node | None, filters: Filters
@@ -244,14 +246,15 @@ async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node
     params: list[Any] = [[r.message_id for r in ranked], *texts]
     if texts:
         tsq = " || ".join(f"phraseto_tsquery('en_unaccent', ${n})" for n in range(2, len(texts) + 2))
-        snippet = (f"CASE WHEN m.tsv @@ ({tsq}) THEN ts_headline('en_unaccent', left(m.text, 20000),"
-                   f" {tsq}, 'StartSel=«, StopSel=», MaxWords=30, MinWords=10, MaxFragments=2,"
-                   " FragmentDelimiter=\" … \"') ELSE m.snippet END")
+        headline = (f"CASE WHEN m.tsv @@ ({tsq}) THEN ts_headline('en_unaccent',"
+                    f" left(m.text, {_HEADLINE_CHARS}), {tsq}, 'StartSel=«, StopSel=», MaxWords=30,"
+                    " MinWords=10, MaxFragments=2, FragmentDelimiter=\" … \"') END")
     else:
-        snippet = "m.snippet"
+        headline = "NULL"
     rows = await conn.fetch(
         f"""SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name,
-                   {_DATE_SQL} AS date, {snippet} AS snippet
+                   {_DATE_SQL} AS date, m.snippet, {headline} AS headline,
+                   left(m.text, 200) AS head, right(left(m.text, {_HEADLINE_CHARS}), 200) AS tail
             FROM messages m WHERE m.id = any($1::text[])""", *params)
     by_id = {r["id"]: r for r in rows}
     hits = []
@@ -263,9 +266,23 @@ async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node
             message_id=item.message_id, thread_id=item.thread_id, identity_id=r["identity_id"],
             subject=r["subject"], date=r["date"], score=item.score,
             from_=Address(address=r["from_address"], name=r["from_name"]) if r["from_address"] else None,
-            snippet=" ".join((r["snippet"] or "").split()), thread_hits=item.thread_hits,
+            snippet=_snippet(r), thread_hits=item.thread_hits,
             semantic_score=item.semantic_score))
     return hits
+
+
+def _snippet(row: asyncpg.Record) -> str:
+    # ts_headline gives the start of the text when the words matched only the subject or the
+    # sender, and never says where it cut: such a hit gets the stored snippet, and a fragment
+    # that does not reach the start or the end of the text gets an ellipsis there.
+    headline = " ".join((row["headline"] or "").split())
+    if "«" not in headline:
+        return " ".join(row["snippet"].split())
+    plain = headline.replace("«", "").replace("»", "")
+    head, tail = " ".join(row["head"].split()), " ".join(row["tail"].split())
+    first, last = plain.split(" … ")[0][:40], plain.split(" … ")[-1][-40:]
+    return (("" if head.startswith(first) else "… ") + headline
+            + ("" if tail.endswith(last) else " …"))
 
 
 def _positive_texts(node: Node | None) -> list[str]:

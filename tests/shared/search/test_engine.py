@@ -186,3 +186,17 @@ async def test_stop_words_never_explain_a_hit(box: Mailbox, db_url: str) -> None
     matched = [outcome.matched[h.message_id] for h in outcome.hits]
     assert matched and all("for" not in m and "the" not in m for m in matched)
     assert ["van"] in matched
+
+
+async def test_snippets_say_where_they_cut(box: Mailbox) -> None:
+    words = " ".join(f"word{n}" for n in range(200))
+    await box.add("long", sender="ann@clients.example", subject="Notes",
+                  body=f"{words} the gearbox failed {words}", date="Fri, 06 Nov 2026 10:00:00 +0000")
+    await box.add("short", sender="ann@clients.example", subject="Gearbox",
+                  body="All fine now. " + words, date="Sat, 07 Nov 2026 10:00:00 +0000")
+    hits = {h.subject: h.snippet for h in (await search(box, "gearbox", "keyword")).hits}
+    assert hits["Notes"].startswith("… ") and hits["Notes"].endswith(" …")
+    assert "«gearbox»" in hits["Notes"]
+    # matched in the subject only: the stored snippet, which marks its own cut
+    assert hits["Gearbox"].startswith("All fine now.") and hits["Gearbox"].endswith("…")
+    assert "«" not in hits["Gearbox"]
