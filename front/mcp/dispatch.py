@@ -8,6 +8,7 @@ the one place that decides whether a method exists, and the one place that rende
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -133,9 +134,32 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaErr
     elif schema.get("format") == "date-time":
         fix = f"Give {path} as an RFC 3339 date-time with an offset, e.g. 2026-09-01T00:00:00Z."
     else:
-        fix = f"Correct {path} to match the tool's inputSchema."
+        fix = _schema_fix(path, schema["items"] if "[" in path and "items" in schema else schema)
     return PylotaError(ErrorCode.INVALID_REQUEST, f"Invalid argument {path}: {message}.",
                        fix=fix, details={"path": path})
+
+
+def _schema_fix(path: str, schema: dict[str, Any]) -> str:
+    """What a valid value of ``path`` looks like, read from its JSON Schema."""
+    if "enum" in schema:
+        return f"Use one of {', '.join(json.dumps(v) for v in schema['enum'])} for {path}."
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        noun = "a whole number" if kind == "integer" else "a number"
+        span = (f" from {low} to {high}" if low is not None and high is not None
+                else f" of at least {low}" if low is not None
+                else f" of at most {high}" if high is not None else "")
+        return f"Give {path} as {noun}{span}."
+    if kind == "boolean":
+        return f"Give {path} as true or false."
+    if kind == "string" and "pattern" in schema:
+        return f"Give {path} as a string matching {schema['pattern']}."
+    if kind == "string" and "maxLength" in schema:
+        return f"Give {path} as a string of at most {schema['maxLength']} characters."
+    if kind == "array" and "maxItems" in schema:
+        return f"Give {path} as a list of at most {schema['maxItems']} items."
+    return f"Correct {path} to match the tool's inputSchema."
 
 
 def _elapsed_ms(started: float) -> float:

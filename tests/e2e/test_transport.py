@@ -486,6 +486,12 @@ async def test_a_list_cursor_is_invalid_params_because_lists_have_one_page(stack
 @pytest.mark.parametrize(("arguments", "path", "hint"), [
     ({"q": "van", "query": "van"}, "query", "takes only: q, identity"),
     ({"q": "van", "after": "2026-09-01"}, "after", "e.g. 2026-09-01T00:00:00Z"),
+    ({"q": "van", "mode": "fast"}, "mode", 'Use one of "keyword", "semantic", "hybrid" for mode.'),
+    ({"q": "van", "limit": 99}, "limit", "Give limit as a whole number from 1 to 25."),
+    ({"q": "van", "include_quarantined": "yes"}, "include_quarantined", "true or false"),
+    ({"q": "van", "identity_ids": ["idn_1"], "scope": "tenant"}, "identity_ids[0]",
+     "matching ^idn_"),
+    ({"q": "van", "labels": ["x"] * 11}, "labels", "at most 10 items"),
 ])
 async def test_argument_errors_name_the_field_and_a_concrete_fix(stack, arguments, path, hint):
     wire, *_ = stack
