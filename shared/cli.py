@@ -337,7 +337,8 @@ def reindex(identity: str | None, as_json: bool) -> None:
             await conn.close()
 
     done = _run(work)
-    _emit(done, as_json, f"read {done.messages} message(s), {done.recategorised} with a new category")
+    _emit(done, as_json, f"read {done.messages} message(s): {done.recategorised} with a new "
+                         f"category, {done.new_references} new reference(s)")
 
 
 if __name__ == "__main__":

@@ -25,10 +25,12 @@ _TRIAGE_BATCH = 500
 
 
 class Reindexed(msgspec.Struct, frozen=True, kw_only=True):
-    """How many messages a :func:`reindex` read, and how many it gave another category."""
+    """How many messages a :func:`reindex` read, how many it gave another category, and how many
+    references it found that were not stored yet."""
 
     messages: int
     recategorised: int
+    new_references: int
 
 
 async def index_message(conn: asyncpg.Connection, identity_id: str, message_id: str,
@@ -45,7 +47,9 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> R
     transaction. Reference rows already stored are kept; triage is replaced."""
     count = changed = 0
     patterns: dict[str, dict[str, str]] = {}
+    count_refs = "SELECT count(*) FROM message_refs WHERE $1::text IS NULL OR identity_id = $1"
     async with conn.transaction():
+        refs_before = await conn.fetchval(count_refs, identity_id)
         before = {r["message_id"]: r["category"] for r in await conn.fetch(
             "SELECT t.message_id, t.category FROM message_triage t"
             " WHERE $1::text IS NULL OR t.identity_id = $1", identity_id)}
@@ -68,4 +72,5 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> R
             count += 1
         for idn, batch in pending.items():
             await save_triage(conn, idn, batch)
-    return Reindexed(messages=count, recategorised=changed)
+        added = await conn.fetchval(count_refs, identity_id) - refs_before
+    return Reindexed(messages=count, recategorised=changed, new_references=added)

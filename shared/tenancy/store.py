@@ -144,12 +144,14 @@ async def identity_of_address(conn: asyncpg.Connection, address: str) -> Identit
 
 
 async def resolve_identity(conn: asyncpg.Connection, ref: str, *,
-                           tenant_ids: list[str] | None = None) -> Identity:
+                           tenant_ids: list[str] | None = None, for_key: bool = False) -> Identity:
     """Find an identity by id (``idn_…``) or by one of its addresses.
 
     Args:
         ref: the id or address.
         tenant_ids: when given, only identities of these tenants match (key scope, spec section 3).
+        for_key: the caller is a tool call, so the error speaks of the key and of
+            mail_list_identities; otherwise of the ``pylota`` commands.
 
     Raises:
         PylotaError: ``identity_not_found`` when nothing in scope matches; scope failures look
@@ -160,10 +162,14 @@ async def resolve_identity(conn: asyncpg.Connection, ref: str, *,
     else:
         found = await identity_of_address(conn, ref)
     if found is None or (tenant_ids is not None and found.tenant_id not in tenant_ids):
+        if for_key:
+            raise PylotaError(
+                ErrorCode.IDENTITY_NOT_FOUND, f"No identity {ref!r} that this key can use.",
+                fix="Call mail_list_identities and pass one of its ids or addresses as identity.")
         raise PylotaError(
-            ErrorCode.IDENTITY_NOT_FOUND, f"No identity {ref!r} that this key can use.",
-            fix="Call mail_list_identities and pass one of its ids or addresses as identity.",
-        )
+            ErrorCode.IDENTITY_NOT_FOUND, f"No identity {ref!r}.",
+            fix="Give an identity id (idn_…) or an address it owns; create one with "
+                "`pylota identities create`.")
     return found
 
 

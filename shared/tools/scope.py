@@ -51,4 +51,5 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
     if identity is None:
         raise invalid("identity", "This key serves several identities; identity is required.",
                       "Pass identity: an idn_… id or an address from mail_list_identities.")
-    return await resolve_identity(conn, identity, tenant_ids=await tenant_scope(conn, principal))
+    return await resolve_identity(conn, identity, tenant_ids=await tenant_scope(conn, principal),
+                                  for_key=True)
