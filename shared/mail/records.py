@@ -49,8 +49,9 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``text`` is the whole readable body and is returned only on request (``include_quoted``);
     ``new_text`` is the body without quoted history. ``date`` is the Date header in UTC, or the
     time the message was received when the header is missing. ``triage`` is null for mail stored
-    before triage existed until ``pylota reindex`` runs; ``refs`` are the references found in it. ``*_truncated`` flags appear when a
-    budget cut the field (spec section 4.2).
+    before triage existed, until ``pylota reindex`` runs; ``refs`` are the references found in it
+    (``shared.tools.messages.annotate`` fills both). ``*_truncated`` flags appear when a budget
+    cut the field (spec section 4.2).
     """
 
     id: str
@@ -77,8 +78,9 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     attachments: list[AttachmentInfo] = []
     headers: list[HeaderField] | None = None
     parse_defects: list[str] = []
-    triage: Triage | None = None
-    refs: list[FoundRef] = []
+    # No defaults, so both are always in the output (null and [] when empty).
+    triage: Triage | None
+    refs: list[FoundRef]
 
 
 class ThreadSummary(msgspec.Struct, kw_only=True):

@@ -221,7 +221,7 @@ def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_t
         text=row["text"] if include_text else None, attachments=attachments,
         headers=[HeaderField(name=h[0], value=h[1]) for h in row["headers"]]
         if include_headers else None,
-        parse_defects=list(row["parse_defects"]),
+        parse_defects=list(row["parse_defects"]), triage=None, refs=[],
     )
 
 

@@ -27,7 +27,7 @@ from shared.mail.records import MessageRecord
 from shared.mail.store import get_message
 from shared.tools.budget import cut
 from shared.tools.context import ToolContext
-from shared.tools.messages import IdentityRef
+from shared.tools.messages import IdentityRef, annotate
 from shared.tools.scope import identity_for
 from shared.tools.threads import ThreadId
 
@@ -146,7 +146,10 @@ async def _first_match(pool: asyncpg.Pool, job: WaitJob, *, message_id: str | No
         found = await conn.fetchval(
             f"SELECT m.id FROM messages m WHERE m.identity_id = $1 AND {where}"
             " ORDER BY m.received_at, m.id LIMIT 1", job.identity_id, *params)
-        return await get_message(conn, job.identity_id, found) if found else None
+        record = await get_message(conn, job.identity_id, found) if found else None
+        if record is not None:
+            await annotate(conn, [record])
+        return record
 
 
 async def wait_for(pool: asyncpg.Pool, redis: Redis, job: WaitJob, *, heartbeat: float,

@@ -175,6 +175,9 @@ async def test_sdk_lists_searches_reads_and_waits(lkml_stack, conn, redis):
         result = waited.structured_content
         assert result["timed_out"] is False
         assert result["message"]["subject"] == "ping from the wait test"
+        assert result["message"]["triage"] == {"category": "other", "urgency": "normal",
+                                               "risk_flags": [], "automated": False}
+        assert result["message"]["refs"] == []
         assert 2.0 < time.monotonic() - started < 15
         assert progress and progress[0][1] == 20.0
         assert all(a[0] < b[0] for a, b in zip(progress, progress[1:]))
