@@ -311,18 +311,19 @@ class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
     attachments: list[tuple[str | None, str]]
 
 
-async def stored_contents(conn: asyncpg.Connection, identity_id: str | None
+async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, text_chars: int
                           ) -> AsyncIterator[StoredContent]:
-    """Every stored message of ``identity_id`` (or of all identities), oldest id first, for
-    re-deriving what ingest derives. Must run inside a transaction (it reads through a cursor)."""
+    """Every stored message of ``identity_id`` (or of all identities), oldest id first, with the
+    first ``text_chars`` characters of its texts, for re-deriving what ingest derives. Must run
+    inside a transaction (it reads through a cursor)."""
     async for row in conn.cursor(
             """SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name, m.reply_to,
-                      m.headers, m.text, m.new_text,
+                      m.headers, left(m.text, $2) AS text, left(m.new_text, $2) AS new_text,
                       coalesce((SELECT jsonb_agg(jsonb_build_array(a.filename, a.content_type)
                                                  ORDER BY a.part_index)
                                 FROM attachments a WHERE a.message_id = m.id), '[]') AS atts
                FROM messages m WHERE $1::text IS NULL OR m.identity_id = $1 ORDER BY m.id""",
-            identity_id):
+            identity_id, text_chars):
         yield StoredContent(
             id=row["id"], identity_id=row["identity_id"], subject=row["subject"],
             from_address=row["from_address"], from_name=row["from_name"],

@@ -16,7 +16,7 @@ from shared.embeddings.store import enqueue
 from shared.mail.store import stored_contents
 from shared.mail.triage import Triage, TriageInput, save_triage, triage
 from shared.search.patterns import identity_patterns
-from shared.search.refs import extract_refs, save_refs
+from shared.search.refs import TEXT_CHARS, extract_refs, save_refs
 
 __all__ = ["index_message", "reindex", "Reindexed"]
 
@@ -54,7 +54,7 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> R
             "SELECT t.message_id, t.category FROM message_triage t"
             " WHERE $1::text IS NULL OR t.identity_id = $1", identity_id)}
         pending: dict[str, list[tuple[str, Triage]]] = {}
-        async for msg in stored_contents(conn, identity_id):
+        async for msg in stored_contents(conn, identity_id, text_chars=TEXT_CHARS):
             idn = msg.identity_id
             if idn not in patterns:
                 patterns[idn] = await identity_patterns(conn, idn)

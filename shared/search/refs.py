@@ -45,10 +45,13 @@ import asyncpg
 from shared.search.patterns import compile_pattern
 
 __all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
-           "sharing_refs", "MAX_REFS", "SHOWN_REFS"]
+           "sharing_refs", "MAX_REFS", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
+#: Characters of a message's text read for references: the same prefix the full-text index
+#: holds (migration 0001), so a 50 MB body costs no more than a long letter.
+TEXT_CHARS = 200_000
 
 Ref = tuple[str, str]
 """``(kind, value)``, value normalized."""
@@ -123,7 +126,8 @@ def _phone(raw: str) -> list[str]:
 
 def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | None = None
                  ) -> list[Ref]:
-    """Every reference in ``subject`` and ``text``, deduplicated, at most :data:`MAX_REFS`.
+    """Every reference in ``subject`` and the first :data:`TEXT_CHARS` characters of ``text``,
+    deduplicated, at most :data:`MAX_REFS`.
 
     Args:
         custom_patterns: the tenant's patterns, NAME (lower case) to a regular expression over
@@ -132,6 +136,7 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
     Returns:
         ``(kind, value)`` pairs in order of first appearance.
     """
+    text = text[:TEXT_CHARS]
     upper = f"{subject}\n{text}".upper()
     found: dict[Ref, None] = {}
 

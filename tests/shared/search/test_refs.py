@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.search.refs import MAX_REFS, extract_refs, lookup_forms, normalize
+from shared.search.refs import MAX_REFS, TEXT_CHARS, extract_refs, lookup_forms, normalize
 
 EXTRACTED = [
     ("Vehicle AB12 CDE was seen", ("plate", "AB12CDE")),
@@ -100,3 +100,9 @@ def test_lookup_forms(typed: str, finds: str) -> None:
 
 def test_a_bare_integer_is_not_an_amount() -> None:
     assert lookup_forms("500") == ["500"]
+
+
+def test_only_the_start_of_a_huge_text_is_read() -> None:
+    text = "x" * TEXT_CHARS + " invoice 5512"
+    assert extract_refs("", text) == []
+    assert extract_refs("", text[-20:]) == [("invoice", "5512")]
