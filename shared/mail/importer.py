@@ -59,7 +59,13 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
             if not item.raw.strip():
                 summary.failed.append(Report(item.origin, "empty message"))
                 continue
-            outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw)
+            try:
+                outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw)
+            except asyncpg.PostgresError as exc:
+                # The server refused this message in a way ingest does not foresee; the rest
+                # of the import goes on. A lost connection is not a PostgresError and stops it.
+                summary.failed.append(Report(item.origin, f"storage failed: {type(exc).__name__}"))
+                continue
             if outcome.duplicate:
                 summary.duplicates += 1
             else:

@@ -23,40 +23,48 @@ __all__ = ["ingest_raw"]
 
 log = get_logger("shared.mail.ingest")
 
+#: What PostgreSQL says of a value it cannot store or index (SQLSTATE classes 22 and 54).
+_REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
+
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                      raw: bytes) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
 
     Returns:
-        The store outcome and the parse defects (empty when the message parsed cleanly).
+        The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
+        triage or the search index could not be derived (empty when all went cleanly).
     """
     parsed = parse_message(raw)
     fresh = new_text(parsed.text)
+    defects = list(parsed.defects)
     status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
                                            snippet=snippet(fresh or parsed.text), status=status)
-        except asyncpg.DataError as exc:
+        except _REFUSED as exc:
             # A parsed value PostgreSQL refuses must not cost the message: keep its raw bytes
             # with the parse reduced to nothing, so it can be re-parsed once the parser is fixed.
             log.warning("stored_raw_only", identity_id=identity_id, error=type(exc).__name__)
             parsed = unparsed(f"unparseable: storage refused a parsed value ({type(exc).__name__})")
+            fresh, defects = "", [*defects, *parsed.defects]
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text="",
                                            snippet="", status="unparsed")
         if not outcome.duplicate:
-            await save_triage(conn, identity_id,
-                              [(outcome.message_id, triage(input_of(parsed, fresh)))])
             try:
                 async with conn.transaction():
+                    await save_triage(conn, identity_id,
+                                      [(outcome.message_id, triage(input_of(parsed, fresh)))])
                     await index_message(conn, identity_id, outcome.message_id, parsed.subject,
                                         parsed.text)
-            except asyncpg.DataError as exc:
-                # Stored but not indexed: keyword search still finds it; references do not.
+            except Exception as exc:  # derived data must never cost the stored message
+                # Stored, not triaged or indexed: keyword search still finds it, references and
+                # category: do not until `pylota reindex`.
                 log.warning("not_indexed", identity_id=identity_id,
                             message_id=outcome.message_id, error=type(exc).__name__)
+                defects.append(f"not indexed: {type(exc).__name__}; run pylota reindex")
     if not outcome.duplicate and redis is not None:
         try:
             await publish_new_mail(redis, identity_id, NewMail(message_id=outcome.message_id,
@@ -65,4 +73,4 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             # The message is stored; only a live mail_wait misses it (losing Redis loses no mail).
             log.warning("new_mail_not_announced", identity_id=identity_id,
                         message_id=outcome.message_id)
-    return outcome, parsed.defects
+    return outcome, defects

@@ -37,10 +37,22 @@ import html2text
 
 from shared.mail.model import Address, ParsedAttachment, ParsedMessage
 
-__all__ = ["CHARSET_ALIASES", "MAX_HEADERS", "MAX_HEADER_CHARS", "MAX_MSG_IDS", "parse_message", "unparsed"]
+__all__ = ["CHARSET_ALIASES", "MAX_ADDRESS_CHARS", "MAX_HEADERS", "MAX_HEADER_CHARS", "MAX_MSG_IDS",
+           "MAX_MSG_ID_CHARS", "MAX_NAME_CHARS", "MAX_SUBJECT_CHARS", "parse_message", "unparsed"]
 
 MAX_HEADERS = 200
 MAX_HEADER_CHARS = 2000
+#: Longest subject kept; a longer one is cut (with ``…``) and a defect says so. Real subjects are
+#: short; a megabyte of "Re: " would only slow every screen and index that shows it.
+MAX_SUBJECT_CHARS = 1000
+#: Longest display name kept, cut the same way.
+MAX_NAME_CHARS = 256
+#: Longest addr-spec kept (RFC 5321 section 4.5.3.1: 64 for the local part, 255 for the domain);
+#: a longer one is not an address and is dropped with a defect.
+MAX_ADDRESS_CHARS = 320
+#: Longest msg-id kept; real ones are well under 100 characters, and an index entry must fit a
+#: PostgreSQL page.
+MAX_MSG_ID_CHARS = 500
 
 # Charset labels seen in real mail mapped to the Python codec that decodes what senders actually
 # wrote. None means "label carries no information": try UTF-8, then windows-1252.
@@ -149,7 +161,7 @@ def _parse(raw: bytes) -> ParsedMessage:
         message_id=message_ids[0] if message_ids else None,
         in_reply_to=_msg_ids("In-Reply-To", first.get("in-reply-to", ""), defects),
         references=_msg_ids("References", first.get("references", ""), defects),
-        subject=first.get("subject", "").strip(),
+        subject=_capped("Subject", first.get("subject", "").strip(), MAX_SUBJECT_CHARS, defects),
         from_=senders[0] if senders else None,
         to=addresses["to"],
         cc=addresses["cc"],
@@ -229,12 +241,13 @@ def _read_addresses(
         parsed = email.utils.getaddresses([text])
     for display_name, addr_spec in parsed:
         addr_spec = addr_spec.strip().lower()
-        if "@" not in addr_spec or _garbled(addr_spec):
+        if "@" not in addr_spec or _garbled(addr_spec) or len(addr_spec) > MAX_ADDRESS_CHARS:
             if addr_spec:
-                defects.add(f"{name}: dropped {addr_spec!r}, not an address")
+                defects.add(f"{name}: dropped {addr_spec[:100]!r}, not an address")
             continue
-        into.append(Address(address=_storable(addr_spec),
-                            name=_storable(display_name.strip()) or None))
+        shown = _capped(f"{name} display name", _storable(display_name.strip()), MAX_NAME_CHARS,
+                        defects)
+        into.append(Address(address=_storable(addr_spec), name=shown or None))
     return text
 
 
@@ -264,6 +277,9 @@ def _msg_ids(name: str, text: str, defects: _Defects, *, bare_ok: bool = False) 
     which are what threading needs (RFC 5322 section 3.6.4 lets a References field be trimmed).
     """
     ids = list(dict.fromkeys(m.group(1) for m in _MSG_ID.finditer(text)))
+    if any(len(i) > MAX_MSG_ID_CHARS for i in ids):
+        defects.add(f"{name}: dropped msg-ids longer than {MAX_MSG_ID_CHARS} characters")
+        ids = [i for i in ids if len(i) <= MAX_MSG_ID_CHARS]
     if len(ids) > MAX_MSG_IDS:
         defects.add(f"{name}: kept {MAX_MSG_IDS} of {len(ids)} msg-ids")
         ids = ids[:1] + ids[-(MAX_MSG_IDS - 1):]
@@ -271,9 +287,18 @@ def _msg_ids(name: str, text: str, defects: _Defects, *, bare_ok: bool = False) 
         if "@" not in token:
             defects.add(f"{name}: '<{token}>' is not a msg-id")
     # Some mailers write a Message-ID without the angle brackets; the id is still usable.
-    if not ids and bare_ok and (bare := _BARE_MSG_ID.fullmatch(text.strip())):
+    if not ids and bare_ok and (bare := _BARE_MSG_ID.fullmatch(text.strip())) \
+            and len(bare.group(0)) <= MAX_MSG_ID_CHARS:
         ids.append(bare.group(0))
     return ids
+
+
+def _capped(name: str, text: str, chars: int, defects: _Defects) -> str:
+    """``text``, or its first ``chars`` characters ending with ``…`` and a defect saying so."""
+    if len(text) <= chars:
+        return text
+    defects.add(f"{name}: kept the first {chars} of {len(text)} characters")
+    return text[:chars - 1] + "…"
 
 
 def _sent_at(text: str | None, defects: _Defects) -> datetime | None:

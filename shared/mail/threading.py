@@ -16,7 +16,7 @@ import re
 
 from shared.mail.model import ParsedMessage
 
-__all__ = ["is_reply_or_forward", "subject_key", "thread_keys"]
+__all__ = ["KEY_CHARS", "is_reply_or_forward", "subject_key", "thread_keys"]
 
 # Reply and forward prefixes in the languages our users' mail uses most: English Re/Fw/Fwd,
 # German AW/WG, Scandinavian SV/VS, plus a counter ("Re[2]:", "Re^2:") that some clients add.
@@ -27,15 +27,19 @@ _REPLY_OR_FORWARD = re.compile(rf"^\s*(?:{_LIST_TAG}\s*)*{_REPLY_FORWARD}", re.I
 _WHITESPACE = re.compile(r"\s+")
 
 
+#: Characters of a subject key kept: enough to tell subjects apart, and an index entry fits a page.
+KEY_CHARS = 300
+
+
 def subject_key(subject: str) -> str:
     """The subject for comparison: leading ``Re:``/``Fwd:``/``[list]`` prefixes removed, any
-    number and mix of them, white space collapsed, case folded. ``"Re: [dev] RE: Fwd:  Plan"``
-    gives ``"plan"``.
+    number and mix of them, white space collapsed, case folded, at most :data:`KEY_CHARS`
+    characters. ``"Re: [dev] RE: Fwd:  Plan"`` gives ``"plan"``.
     """
     previous = None
     while previous != subject:
         previous, subject = subject, _PREFIX.sub("", subject, count=1)
-    return _WHITESPACE.sub(" ", subject).strip().casefold()
+    return _WHITESPACE.sub(" ", subject).strip().casefold()[:KEY_CHARS]
 
 
 def is_reply_or_forward(subject: str) -> bool:

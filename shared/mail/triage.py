@@ -38,6 +38,7 @@ mail (spec: "Check trust and risk_flags before acting on any request in the mess
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ import msgspec
 from shared.mail.model import ParsedMessage
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
+           "FIELD_CHARS",
            "Triage", "TriageInput", "input_of", "triage", "save_triage", "triage_of"]
 
 #: Every category, and what it holds. ``mail_search``'s ``category:`` accepts exactly these.
@@ -88,8 +90,11 @@ MIN_TOPIC = 2
 #: Score at which a topic beats the ``list`` category (the subject and three phrases of the text
 #: say it): list discussion mentions invoices and meetings in passing.
 STRONG_TOPIC = 6
-#: Characters of new text read; the start of a message says what it is about.
-TEXT_CHARS = 10_000
+#: Characters of new text read: as much as mail_get_message shows an agent (32,000), so that
+#: padding cannot push an instruction or a payment request past what triage reads.
+TEXT_CHARS = 32_000
+#: Characters of the subject and of the display name read (the parser keeps no more).
+FIELD_CHARS = 1_000
 
 _I = re.IGNORECASE
 
@@ -262,6 +267,8 @@ def triage(msg: TriageInput) -> Triage:
     """Category, urgency and risk flags of one message (module docstring). Pure; never raises."""
     headers = msg.headers
     text = msg.text[:TEXT_CHARS]
+    msg = dataclasses.replace(msg, subject=msg.subject[:FIELD_CHARS],
+                              from_name=(msg.from_name or "")[:FIELD_CHARS] or None)
     spam = any(v.startswith("yes") for v in _header(headers, "x-spam-flag")
                + _header(headers, "x-spam-status"))
     listed = any(_header(headers, name) for name in _DISCUSSION_HEADERS) or (

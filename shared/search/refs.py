@@ -45,10 +45,13 @@ import asyncpg
 from shared.search.patterns import compile_pattern
 
 __all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
-           "sharing_refs", "MAX_REFS", "SHOWN_REFS", "TEXT_CHARS"]
+           "sharing_refs", "MAX_REFS", "MAX_REF_CHARS", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
+#: Longest reference value stored; longer runs of letters and digits are not references, and an
+#: index entry must fit a PostgreSQL page.
+MAX_REF_CHARS = 64
 #: Characters of a message's text read for references: the same prefix the full-text index
 #: holds (migration 0001), so a 50 MB body costs no more than a long letter.
 TEXT_CHARS = 200_000
@@ -80,7 +83,8 @@ _KEYED = [(kind, re.compile(
     rf"(?<![A-Z0-9_])(?:{words})\b\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:|IS))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
     for kind, words in _KEYWORDS.items()]
 _CURRENCY = {"£": "GBP", "$": "USD", "€": "EUR", "GBP": "GBP", "USD": "USD", "EUR": "EUR"}
-_SUM = r"(?P<n>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.(?P<d>[0-9]{1,2}))?"
+# Up to a thousand billion: a longer run of digits is not a sum of money.
+_SUM = r"(?P<n>[0-9]{1,3}(?:,[0-9]{3}){1,4}|[0-9]{1,15})(?:\.(?P<d>[0-9]{1,2}))?"
 _AMOUNT_BEFORE = re.compile(rf"(?P<c>£|\$|€|\b(?:GBP|USD|EUR))\s?{_SUM}(?![0-9])")
 # "$1" alone is a shell or regex argument far more often than a dollar.
 _SHELL_ARGUMENT = re.compile(r"\$[0-9](?![0-9.,])")
@@ -141,7 +145,7 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
     found: dict[Ref, None] = {}
 
     def add(kind: str, value: str) -> None:
-        if value and len(found) < MAX_REFS:
+        if value and len(value) <= MAX_REF_CHARS and len(found) < MAX_REFS:
             found.setdefault((kind, value), None)
 
     written = f"{subject}\n{text}"
@@ -179,6 +183,8 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
         compiled = [(f"custom:{name}", compile_pattern(regex))
                     for name, regex in custom_patterns.items()]
         for value in _candidates(upper):
+            if len(value) > MAX_REF_CHARS:
+                continue
             for kind, whole in compiled:
                 if whole.fullmatch(value):
                     add(kind, value)

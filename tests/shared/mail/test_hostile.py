@@ -92,3 +92,44 @@ async def test_deeply_nested_multiparts_are_stored_with_their_raw_bytes(conn, tm
     assert summary.imported == 1 and summary.failed == []
     assert await conn.fetchval("SELECT raw FROM raw_messages") == raw
     assert len(summary.with_defects) == 1
+
+
+def _random_text(n: int, alphabet: str, seed: int) -> str:
+    import random
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+HOSTILE = {
+    "amount of 5,000 digits": b"Subject: pay\r\n\r\nTotal: \xc2\xa3" + b"1" * 5000,
+    "purchase order of 4,000 digits": b"Subject: po\r\n\r\nPO-" + _random_text(4000, "0123456789", 1).encode(),
+    "invoice of 4,000 spaced digits": b"Subject: inv\r\n\r\nINVOICE " + " ".join(_random_text(4000, "0123456789", 2)).encode(),
+    "subject of 3,000 random characters": b"Subject: " + _random_text(3000, "abcdefghijklmnopqrstuvwxyz0123456789", 3).encode() + b"\r\n\r\nx",
+    "Message-ID of 3,000 characters": b"Message-ID: <" + b"a" * 3000 + b"@x.example>\r\nSubject: id\r\n\r\nx",
+    "References of a 3,000-character id": b"References: <" + b"r" * 3000 + b"@x.example>\r\nSubject: Re: id\r\n\r\nx",
+    "sender with a 3,000-character local part": b"From: " + b"l" * 3000 + b"@x.example\r\nSubject: from\r\n\r\nx",
+    "display name of 100,000 characters": b'From: "' + b"a" * 100_000 + b'" <x@ex.example>\r\nSubject: name\r\n\r\nx',
+    "display name holding 100,000 characters around an @": b'From: "' + b"a" * 50_000 + b"@" + b"b" * 50_000 + b'" <x@ex.example>\r\nSubject: n\r\n\r\nx',
+    "subject of a megabyte of Re:": b"Subject: " + b"Re: " * 250_000 + b"\r\n\r\nx",
+}
+
+
+async def test_hostile_messages_are_all_stored_and_the_import_goes_on(conn, tmp_path: Path):
+    """Each case once crashed an import or took tens of seconds (attack report, issue 4)."""
+    tenant = await create_tenant(conn, "acme")
+    identity = await create_identity(conn, tenant.id, "desk@acme.example")
+    box = tmp_path / "hostile.mbox"
+    with box.open("wb") as out:
+        for n, raw in enumerate(HOSTILE.values()):
+            out.write(b"From x@y Mon Jan  1 00:00:00 2024\n"
+                      + f"Message-ID: <h{n}@x.example>\n".encode() * (b"Message-ID" not in raw)
+                      + raw.replace(b"\r\n", b"\n") + b"\n\n")
+    started = time.monotonic()
+    summary = await import_paths(conn, None, identity.id, [box], progress=False)
+    elapsed = time.monotonic() - started
+    assert (summary.imported, summary.failed) == (len(HOSTILE), []), summary
+    assert await conn.fetchval("SELECT count(*) FROM message_triage") == len(HOSTILE)
+    assert elapsed < 60, f"{elapsed:.0f} s for {len(HOSTILE)} messages"
+    longest = await conn.fetchrow(
+        "SELECT max(length(subject)) AS subject, max(length(from_name)) AS name FROM messages")
+    assert longest["subject"] <= 1000 and longest["name"] <= 256

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.search.refs import MAX_REFS, TEXT_CHARS, extract_refs, lookup_forms, normalize
+from shared.search.refs import MAX_REF_CHARS, MAX_REFS, TEXT_CHARS, extract_refs, lookup_forms, normalize
 
 EXTRACTED = [
     ("Vehicle AB12 CDE was seen", ("plate", "AB12CDE")),
@@ -106,3 +106,19 @@ def test_only_the_start_of_a_huge_text_is_read() -> None:
     text = "x" * TEXT_CHARS + " invoice 5512"
     assert extract_refs("", text) == []
     assert extract_refs("", text[-20:]) == [("invoice", "5512")]
+
+
+@pytest.mark.parametrize("text", [
+    "Total: £" + "1" * 5000,
+    "Total: $" + "7" * 4400,
+    "£1" + ",000" * 3000,
+    "PO-" + "4" * 4000,
+    "INVOICE " + " ".join("7" * 4000),
+])
+def test_huge_numbers_are_not_references(text: str) -> None:
+    assert all(len(value) <= MAX_REF_CHARS for _, value in extract_refs("", text))
+
+
+def test_a_custom_pattern_never_yields_a_huge_value() -> None:
+    refs = extract_refs("", "see ABC" + "1" * 4000, {"booking": "[A-Z]{3}[0-9]+"})
+    assert not [r for r in refs if r[0] == "custom:booking"]
