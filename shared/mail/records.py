@@ -78,6 +78,12 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     attachments: list[AttachmentInfo] = []
     headers: list[HeaderField] | None = None
     parse_defects: list[str] = []
+    subject_truncated: bool = False
+    to_truncated: bool = False
+    cc_truncated: bool = False
+    reply_to_truncated: bool = False
+    attachments_truncated: bool = False
+    headers_truncated: bool = False
     # No defaults, so both are always in the output (null and [] when empty).
     triage: Triage | None
     refs: list[FoundRef]

@@ -1,7 +1,8 @@
 """Output budgets of spec section 4.2 and DESIGN.md section 5.4.
 
-A cut string ends with "…" and its holder gains ``<field>_truncated: true``; a result still over
-:data:`RESULT_BYTES` loses list items from the end. Either cut sets ``truncated: true``.
+A cut string ends with "…" and its holder gains ``<field>_truncated: true``, as does a list cut to
+its first items; a result still over :data:`RESULT_BYTES` loses list items from the end. Any cut
+sets ``truncated: true``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ def cut(text: str, limit: int) -> tuple[str, bool]:
 
 def drop_to_fit(result: Any, items: list[Any], limit: int = RESULT_BYTES) -> int:
     """Remove items from the end of ``items`` (a list inside ``result``) until ``result`` encodes
-    within ``limit`` bytes. Returns how many were dropped."""
+    within ``limit`` bytes, keeping the first: a page always moves its cursor on, and each tool
+    makes one item fit by itself. Returns how many were dropped."""
     dropped = 0
-    while items and len(msgspec.json.encode(result)) > limit:
+    while len(items) > 1 and len(msgspec.json.encode(result)) > limit:
         items.pop()
         dropped += 1
     return dropped

@@ -13,7 +13,7 @@ from shared.mail.records import FoundRef, MessageRecord
 from shared.mail.store import get_message
 from shared.mail.triage import triage_of
 from shared.search.refs import refs_of
-from shared.tools.budget import cut
+from shared.tools.budget import RESULT_BYTES, cut
 from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
 
@@ -35,6 +35,12 @@ INPUT_SCHEMA = {
 
 #: One message's text cap (DESIGN.md section 5.4).
 MESSAGE_TEXT_CHARS = 32_000
+#: Items of each list a Message object shows: to, cc, reply_to, attachments, headers.
+LIST_ITEMS = 100
+#: Subject characters shown (the parser keeps no more since issue 4; older mail may hold more).
+SUBJECT_CHARS = 1_000
+#: What a message that would not fit a result alone is cut to.
+SHRUNK_ITEMS, SHRUNK_CHARS = 10, 2_000
 
 MessageId = Annotated[str, msgspec.Meta(pattern="^msg_[0-9A-HJKMNP-TV-Z]{26}$")]
 IdentityRef = Annotated[str, msgspec.Meta(max_length=254)]
@@ -53,12 +59,34 @@ class MessageResult(MessageRecord, kw_only=True, omit_defaults=True):
     truncated: bool = False
 
 
-def budget_message(record: MessageRecord, chars: int) -> bool:
-    """Cut ``record``'s texts to ``chars`` each, flagging what was cut; True when anything was."""
-    record.new_text, record.new_text_truncated = cut(record.new_text, chars)
+def budget_message(record: MessageRecord, chars: int, limit: int = RESULT_BYTES - 4096) -> bool:
+    """Cut ``record`` to the Message object's budgets, flagging what was cut; True when anything
+    was. Texts to ``chars`` each, the subject to :data:`SUBJECT_CHARS`, the recipient and
+    attachment lists to :data:`LIST_ITEMS`; a message that still encodes over ``limit`` bytes
+    (thousands of long recipients) keeps :data:`SHRUNK_ITEMS` of each list and
+    :data:`SHRUNK_CHARS` of each text, so that one message always fits a result."""
+    cuts = _cut_to(record, chars, LIST_ITEMS)
+    if len(msgspec.json.encode(record)) > limit:
+        cuts |= _cut_to(record, SHRUNK_CHARS, SHRUNK_ITEMS)
+    return cuts
+
+
+def _cut_to(record: MessageRecord, chars: int, items: int) -> bool:
+    record.new_text, new_cut = cut(record.new_text, chars)
+    record.new_text_truncated |= new_cut
     if record.text is not None:
-        record.text, record.text_truncated = cut(record.text, chars)
-    return record.new_text_truncated or record.text_truncated
+        record.text, text_cut = cut(record.text, chars)
+        record.text_truncated |= text_cut
+    record.subject, subject_cut = cut(record.subject, SUBJECT_CHARS)
+    record.subject_truncated |= subject_cut
+    for name in ("to", "cc", "reply_to", "attachments", "headers"):
+        values = getattr(record, name)
+        if values is not None and len(values) > items:
+            setattr(record, name, values[:items])
+            setattr(record, f"{name}_truncated", True)
+    return any((record.new_text_truncated, record.text_truncated, record.subject_truncated,
+                record.to_truncated, record.cc_truncated, record.reply_to_truncated,
+                record.attachments_truncated, record.headers_truncated))
 
 
 async def annotate(conn: asyncpg.Connection, records: list[MessageRecord]) -> None:

@@ -25,9 +25,8 @@ from redis.asyncio import Redis
 from shared.events import NewMail, new_mail_channel
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_message
-from shared.tools.budget import cut
 from shared.tools.context import ToolContext
-from shared.tools.messages import IdentityRef, annotate
+from shared.tools.messages import IdentityRef, annotate, budget_message
 from shared.tools.scope import identity_for
 from shared.tools.threads import ThreadId
 
@@ -125,7 +124,7 @@ def _match_sql(args: WaitArgs) -> tuple[str, list[object]]:
 
 def _result(record: MessageRecord | None) -> WaitResult:
     if record is not None:
-        record.new_text, record.new_text_truncated = cut(record.new_text, WAIT_TEXT_CHARS)
+        budget_message(record, WAIT_TEXT_CHARS)
     return WaitResult(message=record, verification=None, timed_out=record is None)
 
 

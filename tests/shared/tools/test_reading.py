@@ -122,3 +122,63 @@ async def test_thread_pages_oldest_first_and_texts_are_budgeted(world, conn):
         await threads.run(await world["ctx_for"](world["sales"].id),
                           threads.GetThreadArgs(thread_id=thread_id))
     assert raised.value.code is ErrorCode.THREAD_NOT_FOUND
+
+
+def _encoded(result) -> int:
+    import msgspec
+    return len(msgspec.json.encode(result))
+
+
+async def test_huge_messages_fit_the_budget_and_pages_move_on(world, conn):
+    """A message with 1,000 long recipients in To and in Cc and 300 attachments (the attack
+    report of issue 4 had 10,000 of each)."""
+    desk_ctx = await world["ctx_for"](world["desk"].id)
+    recipients = ", ".join(f"\"Person {n:05d} {'y' * 240}\" <p{n:05d}@{'x' * 60}.example>"
+                           for n in range(1_000))
+    parts = "".join(f"--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: "
+                    f"attachment; filename=f{n:04d}.exe\r\n\r\nx\r\n" for n in range(300))
+    raw = (f"Message-ID: <big@x>\r\nFrom: Ann <ann@example.net>\r\nTo: {recipients}\r\n"
+           f"Cc: {recipients}\r\nSubject: big\r\nMIME-Version: 1.0\r\n"
+           f"Content-Type: multipart/mixed; boundary=b\r\n\r\n{parts}--b--\r\n").encode()
+    await ingest_raw(conn, None, world["desk"].id, raw)
+    for n in range(3):
+        await ingest_raw(conn, None, world["desk"].id,
+                         raw.replace(b"<big@x>", f"<big{n}@x>\r\nReferences: <big@x>".encode()))
+    big_id, thread_id = await conn.fetchrow("SELECT id, thread_id FROM messages"
+                                            " WHERE rfc_message_id = 'big@x'")
+
+    one = await messages.run(desk_ctx, messages.GetMessageArgs(message_id=big_id,
+                                                               include_headers=True))
+    assert _encoded(one) <= messages.RESULT_BYTES
+    assert one.truncated and one.to_truncated and one.cc_truncated and one.attachments_truncated
+    assert 0 < len(one.to) <= messages.LIST_ITEMS and one.to[0].address.startswith("p00000@")
+    assert "dangerous_attachment" in one.triage.risk_flags
+
+    seen, cursor = [], None
+    for _ in range(10):
+        page = await threads.run(desk_ctx, threads.GetThreadArgs(
+            thread_id=thread_id, messages_limit=10, cursor=cursor))
+        assert page.messages and _encoded(page) <= messages.RESULT_BYTES
+        seen += [m.id for m in page.messages]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == 4
+
+
+def test_a_message_too_big_even_with_its_lists_cut_is_shrunk():
+    from datetime import datetime, timezone
+
+    from shared.mail.model import Address
+    from shared.mail.records import MessageRecord
+    people = [Address(address=f"p{n}@{'x' * 250}.example", name="n" * 256) for n in range(500)]
+    record = MessageRecord(
+        id="msg_1", thread_id="thr_1", identity_id="idn_1", message_id=None, in_reply_to=[],
+        references=[], subject="s" * 5000, to=people, cc=people, reply_to=people,
+        date=datetime.now(timezone.utc), direction="inbound", status="received", labels=[],
+        read=False, new_text="w " * 20_000, triage=None, refs=[])
+    assert messages.budget_message(record, messages.MESSAGE_TEXT_CHARS)
+    assert _encoded(record) <= messages.RESULT_BYTES
+    assert len(record.to) == messages.SHRUNK_ITEMS and record.to_truncated
+    assert len(record.new_text) == messages.SHRUNK_CHARS and record.new_text_truncated
+    assert len(record.subject) == messages.SUBJECT_CHARS and record.subject_truncated
