@@ -45,7 +45,7 @@ import asyncpg
 from shared.search.patterns import compile_pattern
 
 __all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
-           "sharing_refs", "MAX_REFS", "MAX_REF_CHARS", "SHOWN_REFS", "TEXT_CHARS"]
+           "sharing_refs", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
@@ -232,6 +232,9 @@ async def save_refs(conn: asyncpg.Connection, identity_id: str, message_id: str,
             " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", rows)
 
 
+#: Most other messages a reference may be shared with and still relate them (:func:`sharing_refs`).
+MOST_SHARING = 50
+
 #: References a Message object lists (``refs_of``); a message may hold up to :data:`MAX_REFS`.
 SHOWN_REFS = 50
 
@@ -253,11 +256,21 @@ async def refs_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str,
     return out
 
 
-async def sharing_refs(conn: asyncpg.Connection, message_id: str) -> list[tuple[str, str, str]]:
-    """``(other message id, kind, value)`` for every reference ``message_id`` shares with another
-    message of its identity."""
+async def sharing_refs(conn: asyncpg.Connection, message_id: str, *, most: int = MOST_SHARING
+                       ) -> list[tuple[str, str, str]]:
+    """``(other message id, kind, value)`` for every reference ``message_id`` shares with other
+    messages of its identity, leaving out a value more than ``most`` others mention: a company's
+    phone number or a standard fee ties nothing together, and reading each of its thousands of
+    mentions would make the answer slow."""
     rows = await conn.fetch(
         """SELECT o.message_id, s.kind, s.value FROM message_refs s
-           JOIN message_refs o ON o.identity_id = s.identity_id AND o.value = s.value
-           WHERE s.message_id = $1 AND o.message_id <> $1""", message_id)
-    return [(r["message_id"], r["kind"], r["value"]) for r in rows]
+           CROSS JOIN LATERAL (
+               SELECT o.message_id FROM message_refs o
+               WHERE o.identity_id = s.identity_id AND o.value = s.value
+                 AND o.message_id <> s.message_id
+               LIMIT $2 + 1) o
+           WHERE s.message_id = $1""", message_id, most)
+    per_value: dict[str, list[tuple[str, str, str]]] = {}
+    for r in rows:
+        per_value.setdefault(r["value"], []).append((r["message_id"], r["kind"], r["value"]))
+    return [row for shared in per_value.values() if len(shared) <= most for row in shared]

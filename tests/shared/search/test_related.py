@@ -89,3 +89,16 @@ async def test_contacts_prefix_and_ranking(mailbox: Mailbox) -> None:
     assert everyone[0] == "parking@council.example"
     page, more = await search_contacts(mailbox.conn, mailbox.identity_id, "", offset=0, limit=1)
     assert len(page) == 1 and more
+
+
+async def test_a_reference_too_many_messages_share_relates_nothing(mailbox: Mailbox) -> None:
+    from shared.search.refs import sharing_refs
+    await fill(mailbox)
+    pcn = mailbox.ids["pcn"]
+    assert {(mailbox.mids([m]).pop(), v) for m, _, v in await sharing_refs(mailbox.conn, pcn)} == {
+        ("appeal", "WK05123456"), ("photos", "AB12CDE")}
+    assert {v for _, _, v in await sharing_refs(mailbox.conn, pcn, most=1)} == {
+        "WK05123456", "AB12CDE"}
+    await mailbox.add("photos-2", sender="driver@acme.example", subject="more photos",
+                      body="AB12 CDE again.", date="Sun, 08 Nov 2026 10:00:00 +0000")
+    assert {v for _, _, v in await sharing_refs(mailbox.conn, pcn, most=1)} == {"WK05123456"}
