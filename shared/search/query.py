@@ -17,7 +17,7 @@ Grammar (EBNF; tokens are separated by white space, and ``(``, ``)`` and quotes 
     phrase   = quote , { any character but a quote } , quote ;
     quote    = '"' | "“" | "”" ;
 
-So ``a b OR c d`` is ``a AND (b OR c) AND d``. Only upper-case ``OR`` is the keyword; ``or`` is a
+So ``a b OR c d`` is ``a AND (b OR c) AND d``. A term repeated in one AND or one OR counts once. Only upper-case ``OR`` is the keyword; ``or`` is a
 word. Parentheses group (``(a b) OR c``); they are not in the spec, but models write them from
 habit, and without them a parenthesis would be read as part of a word. Runs of white space inside
 quotes count as one space.
@@ -497,6 +497,7 @@ class _Parser:
         while self._peek().kind not in (_Kind.END, _Kind.CLOSE):
             node = self._or()
             nodes.extend(node.nodes if isinstance(node, And) else (node,))
+        nodes = list(dict.fromkeys(nodes))  # "a a" is "a": a repeat costs a search, adds nothing
         return nodes[0] if len(nodes) == 1 else And(tuple(nodes))
 
     def _or(self) -> Node:
@@ -505,6 +506,7 @@ class _Parser:
             node = self._unary()
             nodes.extend(node.nodes if isinstance(node, Or) else (node,))
             if self._peek().kind is not _Kind.OR:
+                nodes = list(dict.fromkeys(nodes))
                 return nodes[0] if len(nodes) == 1 else Or(tuple(nodes))
             keyword = self._next()
             if self._peek().kind in (_Kind.OR, _Kind.CLOSE, _Kind.END):

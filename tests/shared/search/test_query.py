@@ -186,6 +186,12 @@ def test_custom_fix_lists_the_tenant_patterns() -> None:
     assert "booking" in error.fix and "pnr" in error.fix
 
 
+def test_a_repeated_term_counts_once() -> None:
+    assert render(parse("-category:list " * 70).root) == "-category:list"
+    assert render(parse("van van OR van lorry van").root) == "van lorry"
+    assert render(parse("a OR b OR a c").root) == "a OR b c"
+
+
 def test_category_fix_lists_every_category() -> None:
     fix = rejected("category:invoices").fix
     assert all(f"category:{name}" in fix for name in CATEGORIES)
