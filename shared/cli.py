@@ -306,7 +306,8 @@ def embeddings_backfill(identity: str | None, inline: bool) -> None:
         pool = await create_pool(settings.database_url, max_size=2)
         try:
             async with pool.acquire() as conn:
-                identity_id = (await tenancy.resolve_identity(conn, identity)).id if identity else None
+                identity_id = (None if identity is None
+                               else (await tenancy.resolve_identity(conn, identity)).id)
                 queued = await enqueue_missing(conn, embedder.model, identity_id)
             done = await embed_pending(pool, embedder, batch=settings.pm_embed_batch) if inline else None
         finally:
@@ -331,7 +332,8 @@ def reindex(identity: str | None, as_json: bool) -> None:
     async def work(settings: Settings):
         conn = await connect(settings.database_url)
         try:
-            identity_id = (await tenancy.resolve_identity(conn, identity)).id if identity else None
+            identity_id = (None if identity is None
+                           else (await tenancy.resolve_identity(conn, identity)).id)
             return await rederive(conn, identity_id)
         finally:
             await conn.close()

@@ -185,6 +185,8 @@ async def test_reindex_triages_and_extracts_mail_stored_before(db_url, conn) -> 
     unknown = pylota(db_url, "reindex", "--identity", "nobody@acme.example")
     assert unknown.returncode != 0 and "nobody@acme.example" in unknown.stderr
     assert "pylota identities create" in unknown.stderr and "key" not in unknown.stderr
+    empty = pylota(db_url, "reindex", "--identity", "")
+    assert empty.returncode != 0 and "No identity ''" in empty.stderr
 
 
 async def test_backfill_command_embeds_mail_stored_without_vectors(db_url, conn, monkeypatch) -> None:
