@@ -139,6 +139,17 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaErr
                        fix=fix, details={"path": path})
 
 
+def _integral(value: Any) -> Any:
+    """``value`` with every integral float (10.0) made an int, at any depth."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
 def _schema_fix(path: str, schema: dict[str, Any]) -> str:
     """What a valid value of ``path`` looks like, read from its JSON Schema."""
     if "enum" in schema:
@@ -212,7 +223,9 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
                               fix=f"Remove the \\u0000 characters from {where}.",
                               details={"path": where})
         try:
-            args = msgspec.convert(arguments, spec.args, strict=False)
+            # Strict: "5" is not an integer nor 1 a date-time, as the inputSchema says. JSON
+            # Schema's integer does admit 10.0, which strict msgspec would refuse.
+            args = msgspec.convert(_integral(arguments), spec.args, strict=True)
         except msgspec.ValidationError as exc:
             raise _validation_error(exc, spec) from None
         if spec.bucket is not None:

@@ -492,6 +492,9 @@ async def test_a_list_cursor_is_invalid_params_because_lists_have_one_page(stack
     ({"q": "van", "identity_ids": ["idn_1"], "scope": "tenant"}, "identity_ids[0]",
      "matching ^idn_"),
     ({"q": "van", "labels": ["x"] * 11}, "labels", "at most 10 items"),
+    ({"q": "van", "limit": "5"}, "limit", "Give limit as a whole number from 1 to 25."),
+    ({"q": "van", "after": 1700000000}, "after", "e.g. 2026-09-01T00:00:00Z"),
+    ({"q": "van", "include_quarantined": 1}, "include_quarantined", "true or false"),
 ])
 async def test_argument_errors_name_the_field_and_a_concrete_fix(stack, arguments, path, hint):
     wire, *_ = stack
