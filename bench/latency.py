@@ -15,9 +15,12 @@ Targets (issue 4, 2 cores, 100k messages): keyword p99 <= 150 ms, hybrid p99 <= 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import tempfile
 import time
 from pathlib import Path
+
+import asyncpg
 
 from bench.stack import ROOT, Stack, percentile
 from bench.synthetic import write_mailbox
@@ -50,17 +53,36 @@ def _onnx_query_ms() -> float | None:
     return percentile(times, 50)
 
 
+def _filled(admin_dsn: str, database: str) -> bool:
+    """Whether ``database`` exists and holds the synthetic mailbox of an earlier run."""
+    async def check() -> bool:
+        try:
+            conn = await asyncpg.connect(admin_dsn.rsplit("/", 1)[0] + "/" + database)
+        except (OSError, asyncpg.PostgresError):
+            return False
+        try:
+            return bool(await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM identity_addresses"
+                " WHERE address = 'synthetic@bench.example')"))
+        except asyncpg.UndefinedTableError:
+            return False
+        finally:
+            await conn.close()
+    return asyncio.run(check())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--kit", type=Path, default=ROOT.parent / "shared")
     parser.add_argument("--admin-dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--database", help="Reuse (and keep) this database from an earlier run "
-                        "instead of generating and importing again.")
+    parser.add_argument("--database", help="Keep the mailboxes in this database: the first run "
+                        "fills it, later runs reuse it instead of generating and importing again.")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pylota-synthetic-"))
-    if not args.database:
+    filled = bool(args.database) and _filled(args.admin_dsn, args.database)
+    if not filled:
         started = time.monotonic()
         threads = write_mailbox(work / "synthetic.mbox", args.messages)
         size = (work / "synthetic.mbox").stat().st_size / 2**20
@@ -69,7 +91,7 @@ def main() -> None:
     spam = sorted((args.kit / "corpus/mailboxes/spamassassin-public").glob("*.mbox.gz"))
     with Stack(args.admin_dsn, embedder="hash", database=args.database) as stack:
         boxes = {}
-        for name, paths in (("synthetic", [work / "synthetic.mbox"] if not args.database else []),
+        for name, paths in (("synthetic", [] if filled else [work / "synthetic.mbox"]),
                             ("spamassassin", spam)):
             started = time.monotonic()
             boxes[name] = stack.mailbox("bench", f"{name}@bench.example", *paths, mboxo=True)
@@ -80,6 +102,7 @@ def main() -> None:
         print(f"embedded (hash) in {stack.wait_embedded():.0f} s")
         stack.sql("VACUUM ANALYZE")  # the steady state autovacuum reaches after a bulk import
         rows: list[tuple[str, str, list[float]]] = []
+        calls: list[tuple[str, str, str]] = []
         for name, box in boxes.items():
             domain = stack.sql("SELECT split_part(from_address, '@', 2) AS d FROM messages"
                                " WHERE identity_id = $1 AND direction = 'inbound'"
@@ -94,13 +117,18 @@ def main() -> None:
                 for _ in range(args.rounds):
                     for query in queries:
                         stack.call(box["token"], "mail_search", {"q": query, "mode": mode})
+                        calls.append((name, mode, query))
                 rows.append((name, mode, stack.durations("mail_search")[before:]))
+        timed = list(zip(stack.durations("mail_search")[-len(calls):], calls))
     print()
     print("| mailbox | mode | calls | p50 ms | p99 ms | max ms |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, mode, durations in rows:
         print(f"| {name} | {mode} | {len(durations)} | {percentile(durations, 50):.1f} | "
               f"{percentile(durations, 99):.1f} | {max(durations):.1f} |")
+    print("\nslowest calls:")
+    for took, (name, mode, query) in sorted(timed, reverse=True)[:8]:
+        print(f"  {took:6.1f} ms  {name} {mode} {query!r}")
     onnx = _onnx_query_ms()
     if onnx is not None:
         print(f"\nONNX query embedding (not in the hash-vector numbers above): p50 {onnx:.1f} ms")

@@ -246,16 +246,20 @@ async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node
     params: list[Any] = [[r.message_id for r in ranked], *texts]
     if texts:
         tsq = " || ".join(f"phraseto_tsquery('en_unaccent', ${n})" for n in range(2, len(texts) + 2))
-        headline = (f"CASE WHEN m.tsv @@ ({tsq}) THEN ts_headline('en_unaccent',"
-                    f" left(m.text, {_HEADLINE_CHARS}), {tsq}, 'StartSel=«, StopSel=», MaxWords=30,"
-                    " MinWords=10, MaxFragments=2, FragmentDelimiter=\" … \"') END")
+        matched = f"m.tsv @@ ({tsq})"
+        headline = (f"ts_headline('en_unaccent', left(m.text, {_HEADLINE_CHARS}), {tsq},"
+                    " 'StartSel=«, StopSel=», MaxWords=30, MinWords=10, MaxFragments=2,"
+                    " FragmentDelimiter=\" … \"')")
     else:
-        headline = "NULL"
+        matched, headline = "false", "NULL"
     rows = await conn.fetch(
         f"""SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name,
-                   {_DATE_SQL} AS date, m.snippet, {headline} AS headline,
-                   left(m.text, 200) AS head, right(left(m.text, {_HEADLINE_CHARS}), 200) AS tail
-            FROM messages m WHERE m.id = any($1::text[])""", *params)
+                   {_DATE_SQL} AS date, m.snippet, h.headline, h.head, h.tail
+            FROM messages m
+            LEFT JOIN LATERAL (SELECT {headline} AS headline, left(m.text, 200) AS head,
+                                      right(left(m.text, {_HEADLINE_CHARS}), 200) AS tail
+                               WHERE {matched}) h ON true
+            WHERE m.id = any($1::text[])""", *params)
     by_id = {r["id"]: r for r in rows}
     hits = []
     for item in ranked:
