@@ -25,11 +25,17 @@ import numpy as np
 
 from shared.embeddings.store import has_vector_column, vectors_after
 
-__all__ = ["VectorIndex", "NumpyIndex", "PgvectorIndex", "choose_index", "CACHE_VECTORS"]
+__all__ = ["VectorIndex", "NumpyIndex", "PgvectorIndex", "choose_index", "CACHE_VECTORS", "PROBE",
+           "PROBE_PER_RESULT"]
 
 #: Vectors the numpy index keeps in memory per process (x 1,536 bytes: about 730 MiB), least
 #: recently used identities first out.
 CACHE_VECTORS = 500_000
+#: Nearest candidates the numpy index checks against an operator filter before reading the
+#: filter's whole match set (:meth:`NumpyIndex.nearest`): at least this many, and four per
+#: result asked for, so a filter a quarter of the mail passes is met from the candidates.
+PROBE = 1_000
+PROBE_PER_RESULT = 4
 
 
 class VectorIndex(Protocol):
@@ -103,28 +109,43 @@ class NumpyIndex:
     async def nearest(self, conn: asyncpg.Connection, *, identity_ids: list[str], model: str,
                       vector: np.ndarray, as_of: datetime, k: int, where: str | None = None,
                       params: list[Any] | None = None) -> list[tuple[str, float]]:
-        allowed = None
-        if where is not None:
-            rows = await conn.fetch(f"SELECT m.id FROM messages m WHERE {where}", *(params or []))
-            allowed = [r["id"] for r in rows]
         cutoff = as_of.timestamp()
-        found: list[tuple[str, float]] = []
+        scored: list[tuple[_Mailbox, np.ndarray]] = []
         for identity_id in identity_ids:
             box = await self._mailbox(conn, identity_id, model)
-            if not box.ids:
-                continue
-            scores = box.matrix @ vector.astype(np.float32)
-            keep = box.stamp <= cutoff
-            if allowed is not None:
-                keep &= box.mask(allowed)
-            scores = np.where(keep, scores, -np.inf)
-            top = min(k, int(keep.sum()))
-            if top == 0:
-                continue
+            if box.ids:
+                scores = box.matrix @ vector.astype(np.float32)
+                scored.append((box, np.where(box.stamp <= cutoff, scores, -np.inf)))
+        if where is None:
+            return _best(scored, k)
+        # A filter most mail passes (category:billing, in:inbound) is cheaper to check on the
+        # nearest candidates than to read whole: 78,000 ids cost 300 ms, 1,000 cost 5.
+        wanted = max(PROBE, PROBE_PER_RESULT * k)
+        candidates = _best(scored, wanted)
+        probe = len(params or []) + 1
+        rows = await conn.fetch(f"SELECT m.id FROM messages m WHERE m.id = any(${probe}::text[])"
+                                f" AND ({where})", *(params or []), [i for i, _ in candidates])
+        passed = {r["id"] for r in rows}
+        found = [(i, score) for i, score in candidates if i in passed]
+        if len(found) >= k or len(candidates) < wanted:  # enough, or every vector was a candidate
+            return found[:k]
+        rows = await conn.fetch(f"SELECT m.id FROM messages m WHERE {where}", *(params or []))
+        allowed = [r["id"] for r in rows]
+        return _best([(box, np.where(box.mask(allowed), scores, -np.inf))
+                      for box, scores in scored], k)
+
+
+def _best(scored: list[tuple[_Mailbox, np.ndarray]], k: int) -> list[tuple[str, float]]:
+    """The ``k`` best ``(message id, score)`` over the mailboxes, best first; rows scored
+    ``-inf`` are left out."""
+    found: list[tuple[str, float]] = []
+    for box, scores in scored:
+        top = min(k, int(np.isfinite(scores).sum()))
+        if top:
             best = np.argpartition(-scores, top - 1)[:top]
             found.extend((box.ids[i], float(scores[i])) for i in best)
-        found.sort(key=lambda pair: (-pair[1], pair[0]))
-        return found[:k]
+    found.sort(key=lambda pair: (-pair[1], pair[0]))
+    return found[:k]
 
 
 class PgvectorIndex:

@@ -357,14 +357,17 @@ async def facets(conn: asyncpg.Connection, where: str, params: list[Any], time_z
 async def _facet_rows(conn: asyncpg.Connection, source: str, params: list[Any], tz: str
                       ) -> list[asyncpg.Record]:
     return await conn.fetch(
-        f"""WITH hit AS ((SELECT m.id, m.from_address, m.labels,
-                                 coalesce(m.sent_at, m.received_at) AS date
-                          FROM {source}
-                          ORDER BY coalesce(m.sent_at, m.received_at) DESC, m.id DESC
-                          LIMIT ${len(params) - 1})
-                         UNION
-                         SELECT m.id, m.from_address, m.labels, coalesce(m.sent_at, m.received_at)
-                         FROM messages m WHERE m.id = any(${len(params)}::text[]))
+        f"""WITH found AS ((SELECT m.id, m.from_address, m.labels,
+                                   coalesce(m.sent_at, m.received_at) AS date
+                            FROM {source}
+                            ORDER BY coalesce(m.sent_at, m.received_at) DESC, m.id DESC
+                            LIMIT ${len(params) - 1})
+                           UNION
+                           SELECT m.id, m.from_address, m.labels, coalesce(m.sent_at, m.received_at)
+                           FROM messages m WHERE m.id = any(${len(params)}::text[])),
+                 -- a probe per hit: joined, the planner walks the whole table's key in a merge join
+                 hit AS MATERIALIZED (SELECT found.*, (SELECT t.category FROM message_triage t
+                                      WHERE t.message_id = found.id) AS category FROM found)
             SELECT 'sender_domain' AS facet, split_part(from_address, '@', 2) AS value,
                    count(*) AS n FROM hit WHERE from_address IS NOT NULL GROUP BY 2
             UNION ALL
@@ -372,8 +375,7 @@ async def _facet_rows(conn: asyncpg.Connection, source: str, params: list[Any], 
             UNION ALL
             SELECT 'label', l, count(*) FROM hit, unnest(labels) l GROUP BY 2
             UNION ALL
-            SELECT 'category', t.category, count(*)
-            FROM hit JOIN message_triage t ON t.message_id = hit.id GROUP BY 2
+            SELECT 'category', category, count(*) FROM hit WHERE category IS NOT NULL GROUP BY 2
             UNION ALL
             SELECT 'attachment_type', CASE
                      WHEN a.content_type = 'application/pdf' THEN 'pdf'

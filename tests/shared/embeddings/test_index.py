@@ -9,6 +9,7 @@ import pytest
 
 from shared.db import create_pool
 from shared.embeddings.embedder import HashEmbedder
+from shared.embeddings import index as index_module
 from shared.embeddings.index import choose_index
 from shared.embeddings.store import coverage, embed_pending, enqueue_missing, queue_length
 from shared.mail.ingest import ingest_raw
@@ -99,3 +100,19 @@ async def test_new_and_re_embedded_vectors_are_seen(stack) -> None:
     assert await queue_length(conn) == 0
     assert await coverage(conn, [stack["one"]], stack["embedder"].model) == 1.0
     assert await coverage(conn, [stack["one"]], "another-model") == 0.0
+
+
+async def test_a_filter_is_met_whether_the_nearest_pass_it_or_not(stack, monkeypatch) -> None:
+    # The numpy index checks its PROBE nearest first and reads the whole filter only when too
+    # few of them pass; both ways must give the same answer as reading the filter whole.
+    monkeypatch.setattr(index_module, "PROBE", 2)
+    monkeypatch.setattr(index_module, "PROBE_PER_RESULT", 1)
+    names = {v: k for k, v in stack["ids"].items()}
+    selective = await nearest(stack, "parking fine van", k=1, where="m.id = $1",
+                              params=[stack["ids"]["lunch"]])
+    assert [names[i] for i, _ in selective] == ["lunch"]
+    broad = await nearest(stack, "parking fine van", k=1, where="m.id <> $1",
+                          params=[stack["ids"]["lunch"]])
+    assert [names[i] for i, _ in broad] in (["fine"], ["fine2"])
+    every = await nearest(stack, "parking fine van", k=3, where="true")
+    assert len(every) == 3
