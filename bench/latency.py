@@ -102,7 +102,7 @@ def main() -> None:
         print(f"embedded (hash) in {stack.wait_embedded():.0f} s")
         stack.sql("VACUUM ANALYZE")  # the steady state autovacuum reaches after a bulk import
         rows: list[tuple[str, str, list[float]]] = []
-        calls: list[tuple[str, str, str]] = []
+        timed: list[tuple[float, tuple[str, str, str]]] = []
         for name, box in boxes.items():
             domain = stack.sql("SELECT split_part(from_address, '@', 2) AS d FROM messages"
                                " WHERE identity_id = $1 AND direction = 'inbound'"
@@ -117,9 +117,9 @@ def main() -> None:
                 for _ in range(args.rounds):
                     for query in queries:
                         stack.call(box["token"], "mail_search", {"q": query, "mode": mode})
-                        calls.append((name, mode, query))
-                rows.append((name, mode, stack.durations("mail_search")[before:]))
-        timed = list(zip(stack.durations("mail_search")[-len(calls):], calls))
+                durations = stack.durations("mail_search")[before:]
+                rows.append((name, mode, durations))
+                timed += zip(durations, [(name, mode, q) for _ in range(args.rounds) for q in queries])
     print()
     print("| mailbox | mode | calls | p50 ms | p99 ms | max ms |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -112,6 +112,8 @@ def _recipients(c: Compiled, value: str) -> str:
 
 
 def _sender(c: Compiled, value: str) -> str:
+    if value.startswith("@"):  # the expression of index messages_identity_sender_domain
+        return f"split_part(m.from_address, '@', -1) = {c.bind(value[1:])}"
     cond = _people(c, "m.from_address", value)
     if "@" not in value:
         cond = f"({cond} OR m.from_name ILIKE {c.bind(_like(value))})"
