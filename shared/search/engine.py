@@ -30,8 +30,8 @@ import numpy as np
 from shared.embeddings.store import coverage, vectors_of
 from shared.search.compile import without_words, words_of
 from shared.search.keyword import (Facets, Filters, Ranked, RawHit, Scope, facets, hit_details,
-                                   index_where_sql, keyword_ranked, loose_where_sql,
-                                   matched_clauses, where_sql)
+                                   keyword_ranked, loose_where_sql, matched_clauses,
+                                   where_sql)
 from shared.search.query import Node
 from shared.search.semantic import SemanticEngine
 
@@ -97,12 +97,10 @@ async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
             semantic_ok = problem is None and share > 0
             kw_where, kw_params, _ = where_sql(scope, root, filters)
             kw_loose = loose_where_sql(scope, root, filters)
-            # the facets read up to FACET_CANDIDATES matches: from the word index when cheaper
-            facet_where = index_where_sql(scope, root, filters) or kw_where
             vector = None
             if mode == "keyword" or not words or not semantic_ok:
-                counting = asyncio.ensure_future(facets(side, facet_where, kw_params,
-                                                        scope.time_zone, loose=kw_loose))
+                counting = asyncio.ensure_future(facets(side, kw_where, kw_params, scope.time_zone,
+                                                        loose=kw_loose))
                 page, more = await keyword_ranked(conn, scope, root, filters, offset=offset,
                                                   limit=limit, group_by_thread=group_by_thread)
                 degraded = mode != "keyword" and bool(words) and not semantic_ok
@@ -124,7 +122,7 @@ async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
                         facets(side, "false", [], scope.time_zone, also=near_ids))
                 else:
                     counting = asyncio.ensure_future(
-                        facets(side, facet_where, kw_params, scope.time_zone, also=near_ids,
+                        facets(side, kw_where, kw_params, scope.time_zone, also=near_ids,
                                loose=kw_loose))
                     keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
                                                       limit=HYBRID_DEPTH, group_by_thread=False)

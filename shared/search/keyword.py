@@ -33,10 +33,10 @@ import msgspec
 
 from shared.mail.model import Address
 from shared.search.compile import compile_query
-from shared.search.query import And, Node, Not, Or, Phrase, Term, render
+from shared.search.query import And, Node, Or, Phrase, Term, render
 
 __all__ = ["Filters", "Ranked", "RawHit", "FacetCount", "Facets", "Scope", "where_sql",
-           "loose_where_sql", "index_where_sql", "keyword_ranked", "hit_details", "facets", "matched_clauses"]
+           "loose_where_sql", "keyword_ranked", "hit_details", "facets", "matched_clauses"]
 
 #: Newest matching messages a query with words ranks; later pages end there.
 RANK_CANDIDATES = 500
@@ -47,8 +47,9 @@ FACET_CANDIDATES = 1_000
 #: Newest messages containing all the words of a query's phrases (the loose condition of
 #: :func:`~shared.search.compile.compile_query`) in which the phrases themselves are looked for,
 #: each read with its word positions (measured at 100,000 messages for "payment reminder", whose
-#: words are together in a third of them: 5,000 cost 130 ms, 2,000 cost 90 ms).
-PHRASE_CANDIDATES = 2_000
+#: words are together in a third of them: 5,000 cost 130 ms, 2,000 cost 90 ms; a whole search,
+#: ranking and facets each checking them, 160 ms at 2,000 and 135 ms at 1,000).
+PHRASE_CANDIDATES = 1_000
 #: Weight of recency against text relevance in the blended score (0..1).
 RECENCY_WEIGHT = 0.2
 #: Age in days (at ``as_of``, so every page of a cursor scores alike) at which the recency part
@@ -167,37 +168,6 @@ def _where(scope: Scope, root: Node | None, filters: Filters, *, loose: bool
         params.append(filters.before)
         clauses.append(f"{_DATE_SQL} < ${len(params)}")
     return " AND ".join(clauses), params, compiled.rank_terms, compiled.loosened
-
-
-def index_where_sql(scope: Scope, root: Node | None, filters: Filters) -> str | None:
-    """:func:`where_sql`'s condition, same parameters, written so that the planner finds the
-    words in the full-text index rather than walking the mailbox newest first and reading each
-    message's ``tsv`` (no btree may serve the identity); None when walking is the better plan.
-
-    Worth it for two or more words that must all match, without a phrase or an excluded word:
-    their matches are few, and a walk reads many ``tsv`` for each match it finds (100,000
-    messages, newest 2,000 matches of "status update": 164 ms walking, 56 ms from the index).
-    One common word matches often enough for a walk to be short ("refund": 38 ms against 133),
-    and an excluded word has to be read from each ``tsv`` anyway."""
-    words = [n for n in (root.nodes if isinstance(root, And) else (root,))
-             if isinstance(n, (Term, Phrase))]
-    if len(words) < 2 or _has_phrase_or_negated_word(root):
-        return None
-    where, _, _, _ = _where(scope, root, filters, loose=True)
-    return where
-
-
-def _has_phrase_or_negated_word(node: Node | None, negated: bool = False) -> bool:
-    match node:
-        case Phrase():
-            return True
-        case Term():
-            return negated
-        case Not(inner):
-            return _has_phrase_or_negated_word(inner, True)
-        case And(nodes) | Or(nodes):
-            return any(_has_phrase_or_negated_word(n, negated) for n in nodes)
-    return False
 
 
 def narrowed(where: str, loose: str | None, params: list[Any]) -> str:

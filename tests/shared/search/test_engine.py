@@ -200,22 +200,3 @@ async def test_snippets_say_where_they_cut(box: Mailbox) -> None:
     # matched in the subject only: the stored snippet, which marks its own cut
     assert hits["Gearbox"].startswith("All fine now.") and hits["Gearbox"].endswith("…")
     assert "«" not in hits["Gearbox"]
-
-
-@pytest.mark.parametrize(("q", "from_index"), [
-    ("parking van", True), ("parking van from:@council.example", True),
-    ("parking", False), ('"parking fine" van', False), ("parking -van", False),
-    ("parking OR van", False), ("from:@council.example", False), ("", False),
-])
-async def test_facets_read_from_the_word_index_only_where_cheaper_and_count_the_same(
-        box: Mailbox, q: str, from_index: bool) -> None:
-    from shared.search.keyword import facets, index_where_sql, where_sql
-    scope = Scope(identity_ids=[box.identity_id], as_of=datetime.now(timezone.utc),
-                  time_zone="UTC")
-    root = parse(q).root
-    indexed = index_where_sql(scope, root, Filters())
-    assert (indexed is not None) is from_index
-    where, params, _ = where_sql(scope, root, Filters())
-    if indexed is not None:
-        assert await facets(box.conn, indexed, list(params), "UTC") == \
-            await facets(box.conn, where, list(params), "UTC")
