@@ -2,6 +2,7 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY cli ./cli
 COPY shared ./shared
 COPY front ./front
 COPY workers ./workers

@@ -67,7 +67,7 @@ class Stack:
 
     def cli(self, *args: str) -> str:
         """Run ``pylota ARGS`` against the stack's database; returns stdout, raises on failure."""
-        done = subprocess.run([sys.executable, "-m", "shared.cli", *args], env=self.env, cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "cli", *args], env=self.env, cwd=ROOT,
                               capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise RuntimeError(f"pylota {' '.join(args)} failed:\n{done.stderr}")
@@ -129,7 +129,7 @@ class Stack:
 
     def _spawn(self, name: str, *args: str) -> None:
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        self.processes.append(subprocess.Popen([sys.executable, "-m", "shared.cli", *args],
+        self.processes.append(subprocess.Popen([sys.executable, "-m", "cli", *args],
                                                env=self.env, cwd=ROOT, stdout=log, stderr=log))
 
     def wait_embedded(self, timeout: float = 3600) -> float:

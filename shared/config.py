@@ -35,6 +35,30 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_rl_api_per_minute: int = 600
     #: mail_search and mail_find_related calls per minute per key (RL_SEARCH).
     pm_rl_search_per_minute: int = 120
+    #: mail_deep_search calls per minute per key (RL_AGENTIC).
+    pm_rl_agentic_per_minute: int = 20
+    #: mail_send, mail_reply and mail_forward calls per minute per key (RL_SEND).
+    pm_rl_send_per_minute: int = 60
+    #: mail_sign_assertion and mail_sign_http_request calls per minute per key (RL_SIGN).
+    pm_rl_sign_per_minute: int = 60
+    #: Connections in each process's PostgreSQL pool.
+    pm_db_pool_size: int = 20
+    #: Longest wait for a pooled PostgreSQL connection before a call is ``unavailable``.
+    pm_db_acquire_seconds: float = 5.0
+    #: PostgreSQL statement_timeout of the front's and workers' connections (0: none).
+    pm_db_statement_timeout_seconds: float = 20.0
+    #: Connections in each process's Redis pool (a request waits at most 10 s for one).
+    pm_redis_pool_size: int = 50
+    #: Longest an inline tool call may run before it is ``unavailable``.
+    pm_request_deadline_seconds: float = 30.0
+    #: Requests one front process works on at once (streams that already answered excluded);
+    #: past it the front answers 503 with Retry-After instead of queueing.
+    pm_max_in_flight: int = 100
+    #: Seconds between a worker's liveness beats; a killed worker's calls end within
+    #: twice this, plus the front's check interval (half of it).
+    pm_job_heartbeat_seconds: float = 1.0
+    #: Jobs one interactive worker runs at once (mail_wait, mail_deep_search).
+    pm_worker_max_jobs: int = 200
     #: Seconds between mail_wait progress notifications and SSE keep-alives (spec section 2.6).
     pm_stream_heartbeat_seconds: float = 10.0
     #: arq poll delay of the interactive queue, in seconds (STACK.md section 4).

@@ -7,12 +7,17 @@ JSON-RPC protocol errors are a separate type in ``front.mcp``; they never leave 
 
 from __future__ import annotations
 
+import asyncio
 from enum import StrEnum
 from typing import Any
 
+import asyncpg
 import msgspec
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["ErrorCode", "PylotaError", "ErrorBody", "ErrorEnvelope", "STATUS", "RETRYABLE"]
+__all__ = ["ErrorCode", "PylotaError", "ErrorBody", "ErrorEnvelope", "STATUS", "RETRYABLE",
+           "invalid", "dependency_failure"]
 
 
 class ErrorCode(StrEnum):
@@ -148,4 +153,25 @@ def invalid(path: str, message: str, fix: str) -> PylotaError:
     return PylotaError(ErrorCode.INVALID_REQUEST, message, fix=fix, details={"path": path})
 
 
-__all__.append("invalid")
+#: Exceptions that mean a dependency is down or too slow, not that our code is wrong: a lost or
+#: refused PostgreSQL or Redis connection, a server shutting down, a statement timeout.
+_DEPENDENCY_FAILURES: tuple[type[BaseException], ...] = (
+    OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError, asyncpg.QueryCanceledError,
+    asyncpg.TooManyConnectionsError, RedisConnectionError, RedisTimeoutError,
+)
+
+
+def dependency_failure(exc: BaseException) -> PylotaError | None:
+    """``unavailable`` (retryable) when ``exc`` means PostgreSQL or Redis is down or too slow;
+    None when it is anything else, which callers render as ``internal``.
+
+    The one table of such exceptions, used wherever a failure is rendered (the call pipeline,
+    the job runner, the transports), like httpx's ``map_httpcore_exceptions``.
+    """
+    if isinstance(exc, PylotaError):
+        return exc
+    if isinstance(exc, _DEPENDENCY_FAILURES):
+        return PylotaError(ErrorCode.UNAVAILABLE, "A dependency of the service did not answer.",
+                           fix="Retry in a few seconds; if it keeps failing, report the request_id.")
+    return None

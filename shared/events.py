@@ -1,34 +1,55 @@
-"""Names shared by the front, the workers and ingest: queues, job functions, pub/sub channels.
+"""Every Redis name: queues, job names, pub/sub channels and keys (like ``arq/constants.py``).
 
-Like ``arq/constants.py``, every Redis name lives here so that no call site types one.
-Pub/sub is at-most-once (STACK.md section 3); anything that must survive a missed event is also
-stored (a job's result in arq, a message in PostgreSQL).
+Nothing else types a Redis name. Pub/sub is at-most-once (STACK.md section 3); anything that must
+survive a missed event is also stored (a job's result in arq, a message in PostgreSQL).
+
+Queues and the worker registry carry the deployment's namespace (``PM_NAMESPACE``): a worker
+takes every job on its queue, so two deployments sharing one Redis would otherwise answer each
+other's calls from the wrong database. Channels and keys holding a ULID need no namespace.
 """
 
 from __future__ import annotations
+
+from typing import Any, Literal
 
 import msgspec
 from redis.asyncio import Redis
 
 __all__ = [
-    "interactive_queue", "batch_queue", "NewMail", "JobEvent",
-    "new_mail_channel", "job_channel", "cancel_key", "publish_new_mail", "publish_job_event",
+    "JOB_MAIL_WAIT", "JOB_EMBED", "Queue", "queue_name", "interactive_queue", "batch_queue",
+    "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
+    "publish_new_mail", "publish_job_event",
 ]
+
+#: arq function name of the mail_wait job (registered with ``func(name=…)``, never inferred).
+JOB_MAIL_WAIT = "mail_wait"
+#: arq function name of the batch job that embeds queued messages.
+JOB_EMBED = "embed_pending"
+
+Queue = Literal["interactive", "batch"]
+"""Interactive jobs (a client waits on them) poll fast; batch jobs are background work."""
+
+
+def queue_name(namespace: str, queue: Queue) -> str:
+    """The arq queue of ``queue`` in deployment ``namespace``."""
+    return f"{namespace}:queue:{queue}"
 
 
 def interactive_queue(namespace: str) -> str:
-    """arq queue for jobs a client waits on (mail_wait): served with a short poll delay.
-
-    Queues carry the deployment's namespace (``PM_NAMESPACE``): a worker takes every job on its
-    queue, so two deployments sharing one Redis would otherwise answer each other's calls from
-    the wrong database. Channels and keys need no namespace: they hold ULIDs, unique everywhere.
-    """
-    return f"{namespace}:queue:interactive"
+    """arq queue for jobs a client waits on (mail_wait, mail_deep_search): a short poll delay."""
+    return queue_name(namespace, "interactive")
 
 
 def batch_queue(namespace: str) -> str:
-    """arq queue for background work (embeddings), with the namespace as above."""
-    return f"{namespace}:queue:batch"
+    """arq queue for background work (embeddings, attachment text, delivery)."""
+    return queue_name(namespace, "batch")
+
+
+def workers_key(namespace: str, queue: Queue) -> str:
+    """Sorted set of the workers serving ``queue``: member ``worker_id``, score the time (Unix
+    seconds) until which the worker counts as alive. Each worker pushes its score forward every
+    heartbeat; a worker killed with SIGKILL stops doing so, and the front sees it."""
+    return f"{namespace}:workers:{queue}"
 
 
 def new_mail_channel(identity_id: str) -> str:
@@ -37,13 +58,20 @@ def new_mail_channel(identity_id: str) -> str:
 
 
 def job_channel(job_id: str) -> str:
-    """Channel carrying one streaming job's progress and result events."""
+    """Channel carrying one streaming job's events."""
     return f"pylota:job:{job_id}"
 
 
 def cancel_key(job_id: str) -> str:
-    """Key whose presence tells a streaming job to stop at its next checkpoint."""
+    """Key whose presence tells a job to stop at its next checkpoint."""
     return f"pylota:cancel:{job_id}"
+
+
+def inflight_key(key_id: str, request_id: str) -> str:
+    """Key naming the job of an API key's streaming request (``request_id``: its JSON-RPC id as
+    JSON), so a legacy ``notifications/cancelled`` can stop it. Scoped by key: a caller can only
+    name its own requests (spec section 2.3)."""
+    return f"pylota:inflight:{key_id}:{request_id}"
 
 
 class NewMail(msgspec.Struct, frozen=True):
@@ -56,16 +84,20 @@ class NewMail(msgspec.Struct, frozen=True):
 class JobEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One event of a streaming job.
 
-    ``kind`` is ``progress`` (``progress``, ``total``, ``message``), ``result`` (``result``: the
-    tool's result object) or ``error`` (``error``: the error envelope).
+    ``kind`` is ``started`` (``worker``: the id of the worker running it), ``progress``
+    (``progress``, ``total``, ``message``), ``result`` (``result``: the tool's result object) or
+    ``error`` (``error``: ``{code, message, fix, details}`` of a
+    :class:`~shared.errors.PylotaError`), all published by the job runner; or ``cancelled``,
+    published by a front that stopped the job, so every relay of it ends without an answer.
     """
 
-    kind: str
+    kind: Literal["started", "progress", "result", "error", "cancelled"]
+    worker: str | None = None
     progress: float | None = None
     total: float | None = None
     message: str | None = None
-    result: dict | None = None
-    error: dict | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
 
 
 async def publish_new_mail(redis: Redis, identity_id: str, event: NewMail) -> None:

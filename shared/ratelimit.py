@@ -35,9 +35,9 @@ class RateLimits:
         self._items: dict[str, RateLimitItemPerMinute] = {
             "RL_API": RateLimitItemPerMinute(settings.pm_rl_api_per_minute),
             "RL_SEARCH": RateLimitItemPerMinute(settings.pm_rl_search_per_minute),
-            "RL_AGENTIC": RateLimitItemPerMinute(20),
-            "RL_SEND": RateLimitItemPerMinute(60),
-            "RL_SIGN": RateLimitItemPerMinute(60),
+            "RL_AGENTIC": RateLimitItemPerMinute(settings.pm_rl_agentic_per_minute),
+            "RL_SEND": RateLimitItemPerMinute(settings.pm_rl_send_per_minute),
+            "RL_SIGN": RateLimitItemPerMinute(settings.pm_rl_sign_per_minute),
         }
 
     async def charge(self, bucket: Bucket, key_id: str) -> None:

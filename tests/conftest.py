@@ -18,11 +18,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 import uvicorn
-from arq.worker import Worker
 from redis.asyncio import Redis
 
 from shared.config import Settings
-from shared.db import connect, migrate
+from shared.db import Database, connect, migrate, open_database
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_DSN = os.environ.get("PYLOTA_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -149,18 +148,36 @@ async def running_front(settings: Settings, **app_kwargs: object) -> AsyncIterat
 
 
 @contextlib.asynccontextmanager
-async def running_worker(settings: Settings, *, batch: bool = False) -> AsyncIterator[Worker]:
-    """Run a real arq worker in this process: the interactive queue (mail_wait), or with
-    ``batch`` the batch queue (embeddings)."""
-    from workers.settings import batch_worker_settings, worker_settings
+async def running_worker(settings: Settings, *, batch: bool = False) -> AsyncIterator[None]:
+    """Run a real worker process's loop (``workers.process.serve``, arq inside) in this process:
+    the interactive queue (mail_wait), or with ``batch`` the batch queue (embeddings). Returns
+    once the worker beats in Redis, so a front sees it."""
+    from shared.events import workers_key
+    from workers.process import serve
 
-    options = batch_worker_settings(settings) if batch else worker_settings(settings)
-    worker = Worker(**{**options, "handle_signals": False})
-    task = asyncio.create_task(worker.async_run())
+    stop = asyncio.Event()
+    queue = "batch" if batch else "interactive"
+    task = asyncio.create_task(serve(settings, queue, stop))
+    redis = Redis.from_url(settings.redis_url)
     try:
-        yield worker
+        async with asyncio.timeout(15):
+            while not await redis.zcard(workers_key(settings.pm_namespace, queue)):
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.02)
+        yield
     finally:
-        await worker.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        await redis.aclose()
+        stop.set()
+        async with asyncio.timeout(15):
             await task
+
+
+@contextlib.asynccontextmanager
+async def database(db_url: str, size: int = 4) -> AsyncIterator[Database]:
+    """A :class:`~shared.db.Database` on ``db_url`` for the block."""
+    db = await open_database(db_url, size=size, acquire_seconds=5)
+    try:
+        yield db
+    finally:
+        await db.close()

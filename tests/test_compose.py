@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import yaml
 
-from shared.cli import main
+from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def resolve(argv: list[str]) -> click.Command:
 
 def test_every_project_command_exists():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["pylota"] == "shared.cli:main"
+    assert scripts["pylota"] == "cli.main:main"
     services = compose()["services"]
     ours = {name: s for name, s in services.items() if s.get("build") == "."}
     assert set(ours) == {"migrate", "front", "worker", "batch-worker"}
@@ -61,6 +61,9 @@ def test_services_wait_for_what_they_need():
         assert services[name]["environment"] is services["migrate"]["environment"]
         assert "container_name" not in services[name]
     assert "ports" not in services["worker"], "workers must scale: --scale worker=N"
+    for name, service in services.items():
+        if name != "migrate":  # every long-running service comes back after a crash (issue 9)
+            assert service.get("restart") in ("unless-stopped", "always"), name
     for name in ("postgres", "redis", "front", "worker"):
         assert "healthcheck" in services[name], name
 
@@ -76,5 +79,5 @@ def test_environment_names_are_settings():
 
 def test_dockerfile_copies_the_packages_the_commands_import():
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("shared", "front", "workers"):
+    for package in ("cli", "shared", "front", "workers"):
         assert f"COPY {package} ./{package}" in dockerfile

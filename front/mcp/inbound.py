@@ -147,6 +147,8 @@ class RejectionKind(StrEnum):
     HEADER_MISMATCH = "header_mismatch"
     UNSUPPORTED_VERSION = "unsupported_version"
     METHOD_NOT_FOUND = "method_not_found"
+    UNAVAILABLE = "unavailable"
+    """PostgreSQL or Redis is down, or the front is saturated: retry after ``Retry-After``."""
     INTERNAL = "internal"
 
 
@@ -174,6 +176,9 @@ REJECTION_STATUS: Final[Mapping[RejectionKind, tuple[int, int | None]]] = Mappin
         RejectionKind.UNSUPPORTED_VERSION: (400, UNSUPPORTED_PROTOCOL_VERSION),
         # Only the modern era reaches a ladder 404; a legacy -32601 is dispatch's, with HTTP 200.
         RejectionKind.METHOD_NOT_FOUND: (404, METHOD_NOT_FOUND),
+        # A failure outside a tool (seed section 2.4) that is the dependency's, not ours:
+        # 503 with Retry-After, so clients back off rather than report a bug.
+        RejectionKind.UNAVAILABLE: (503, INTERNAL_ERROR),
         RejectionKind.INTERNAL: (500, INTERNAL_ERROR),
     }
 )
@@ -396,6 +401,8 @@ def _readable_id(value: Any) -> RequestId | None:
     """``value`` when it is a valid request id (so the error can echo it), else ``None``."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         return None
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return None  # not an i64: it cannot be echoed as the spec's RequestId
     return value
 
 

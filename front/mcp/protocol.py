@@ -18,7 +18,7 @@ SDK's models and validates it against the official JSON schemas.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -152,8 +152,9 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
 # --- JSON-RPC envelopes -------------------------------------------------------------------------
 
-RequestId = int | str
-"""A request id: integer or string, never null (2026-07-28 basic/index.mdx). ``0`` is a valid id."""
+RequestId = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] | str
+"""A request id: integer or string, never null (2026-07-28 basic/index.mdx). ``0`` is a valid id.
+Integers are i64, as the spec's ``RequestId::Number(i64)``: a larger one is an invalid request."""
 
 ProgressToken = int | str
 """Kept with its JSON type: the SDK clients send the integer request id, conformance a string."""

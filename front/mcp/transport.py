@@ -18,44 +18,47 @@ requests, so one key cannot cancel another's work). On the modern wire it is ack
 dropped, as the SDK does (PROTOCOL.md section 1.7).
 
 Every request logs one ``request`` line (spec section 7): method, era, key id, identity id,
-request id, HTTP status, duration, and the error code or rejection kind when there is one.
+request id, HTTP status, duration, and the error code or rejection kind when there is one. A
+failure outside a tool is still a JSON-RPC error with that line: PostgreSQL or Redis down is
+503 with ``Retry-After`` and the ``unavailable`` envelope (-32603), anything else 500.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import anyio
 import msgspec
-from arq.jobs import Job
 from litestar import Request, Response, route
 from litestar.response import Stream
-from redis.exceptions import RedisError
 
+from front.admission import admit
 from front.mcp import protocol as p
-from front.mcp.dispatch import Failure, Reply, StreamJob, dispatch, tool_error, tool_result
+from front.mcp.dispatch import Failure, Reply, dispatch, tool_error, tool_result
 from front.mcp.inbound import (
     MAX_BODY_BYTES, Rejection, RejectionKind, Route, check_method, check_origin,
     check_size_and_type, parse_body, reject, select_era,
 )
-from shared.auth.keys import Principal, authenticate
-from shared.errors import ErrorCode, PylotaError
-from shared.events import cancel_key, interactive_queue
+from front.mcp.prompts import PromptSpec
+from front.relay import MARGIN_SECONDS, START_SECONDS, Final, KeepAlive, Progress, follow, \
+    stop_job
+from front.resources import Resources
+from front.shedding import RETRY_AFTER_SECONDS
+from shared.auth.keys import Principal
+from shared.errors import ErrorCode, PylotaError, dependency_failure
+from shared.events import inflight_key, queue_name
 from shared.ids import Prefix, new_id
 from shared.logs import get_logger
+from shared.tools.call import Job
 
-if TYPE_CHECKING:
-    from front.app import Resources
-
-__all__ = ["mcp_routes", "STREAM_MARGIN_SECONDS", "KEEP_ALIVE"]
+__all__ = ["mcp_routes", "KEEP_ALIVE"]
 
 log = get_logger("front.mcp")
 
-#: Extra seconds past a streaming tool's own limit before the front gives up on its worker.
-STREAM_MARGIN_SECONDS = 15.0
 #: The SSE comment sent after a quiet heartbeat interval (spec section 2.6).
 KEEP_ALIVE = b": keep-alive\n\n"
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE"]
@@ -82,23 +85,23 @@ def _stream(frames: AsyncIterator[bytes]) -> Stream:
     return Stream(frames, status_code=200, media_type=_SSE_MEDIA_TYPE, headers=_SSE_HEADERS)
 
 
-def _auth_rejection(error: PylotaError, request_id: str, body_id: Any) -> Rejection:
-    """401 with ``WWW-Authenticate`` and the envelope (step 5), 403 for a suspended partner,
-    500 when the key store is down."""
+def _admission_rejection(error: PylotaError, request_id: str, body_id: Any) -> Rejection:
+    """Steps 5 and 6: 401 with ``WWW-Authenticate`` and the envelope, 403 for a suspended
+    partner, 429 with ``Retry-After`` over RL_API, 503 when the key store or the buckets are
+    down, 500 for anything else."""
     envelope = msgspec.to_builtins(error.envelope(request_id))
+    if error.code is ErrorCode.RATE_LIMITED:
+        return reject(RejectionKind.RATE_LIMITED, error.message, id=body_id, data=envelope,
+                      headers=(("retry-after", str(error.details["retry_after"])),))
     if error.code is ErrorCode.PARTNER_SUSPENDED:
         return reject(RejectionKind.PARTNER_SUSPENDED, error.message, data=envelope, id=body_id)
     if error.code is ErrorCode.UNAVAILABLE:
+        return reject(RejectionKind.UNAVAILABLE, error.message, data=envelope, id=body_id,
+                      headers=(("retry-after", str(RETRY_AFTER_SECONDS)),))
+    if error.code is ErrorCode.INTERNAL:
         return reject(RejectionKind.INTERNAL, error.message, data=envelope, id=body_id)
     return reject(RejectionKind.UNAUTHENTICATED, error.message, data=envelope, id=body_id,
                   headers=(("www-authenticate", _WWW_AUTHENTICATE),))
-
-
-def _rate_limit_rejection(error: PylotaError, request_id: str, body_id: Any) -> Rejection:
-    """429 with ``Retry-After`` and the ``rate_limited`` envelope (step 6)."""
-    return reject(RejectionKind.RATE_LIMITED, error.message, id=body_id,
-                  data=msgspec.to_builtins(error.envelope(request_id)),
-                  headers=(("retry-after", str(error.details["retry_after"])),))
 
 
 async def _read_body(request: Request[Any, Any, Any]) -> bytes | None:
@@ -116,110 +119,52 @@ async def _read_body(request: Request[Any, Any, Any]) -> bytes | None:
 # --- Worker tools: relay a job's events -------------------------------------------------------
 
 
-def _inflight_key(principal: Principal, request_id: Any) -> str:
-    # Scoped by key: a caller can only ever name its own requests (spec section 2.3).
-    return f"pylota:inflight:{principal.key_id}:{msgspec.json.encode(request_id).decode()}"
-
-
-async def _cancel(res: Resources, job_id: str) -> None:
-    await res.redis.set(cancel_key(job_id), b"1", ex=120)
-    try:
-        await Job(job_id, res.arq, _queue_name=interactive_queue(res.settings.pm_namespace)).abort(timeout=0)
-    except (asyncio.TimeoutError, RedisError):
-        pass
+def _inflight(principal: Principal, request_id: Any) -> str:
+    return inflight_key(principal.key_id, msgspec.json.encode(request_id).decode())
 
 
 async def _cancelled_notification(res: Resources, principal: Principal, route_: Route) -> None:
     """Legacy ``notifications/cancelled``: stop our streaming job if it is one of the caller's."""
     if route_.era != "legacy" or "requestId" not in route_.params:
         return
-    job_id = await res.redis.get(_inflight_key(principal, route_.params["requestId"]))
-    if job_id is not None:
-        await _cancel(res, job_id.decode())
+    with contextlib.suppress(Exception):  # best effort (spec section 2.3)
+        found = await res.redis.get(_inflight(principal, route_.params["requestId"]))
+        if found is not None:
+            job_id, _, queue = found.decode().partition(" ")
+            await stop_job(res, job_id, queue)
 
 
-async def _run_job(res: Resources, principal: Principal, route_: Route, job: StreamJob,
+async def _run_job(res: Resources, principal: Principal, route_: Route, job: Job,
                    request_id: str, sse: bool) -> AsyncIterator[bytes | p.JSONRPCResponse]:
-    """Enqueue ``job`` and yield SSE frames (``sse``) or, at the end, the one final response.
-
-    Subscribes before enqueueing (no event lost); stops the job when the client goes away, and
-    logs the call's ``tool_call`` line when it ends, however it ends.
-    """
+    """Run ``job`` (``front.relay``) and yield SSE frames (``sse``) or, at the end, the one final
+    response; nothing at the end when the caller cancelled it. Stops the job when the client
+    goes away, and reports how the call ended to :meth:`Job.finish`, however it ends."""
     modern = route_.era == "modern"
-    outcome = "cancelled"
-    error_code: str | None = None
-    async with res.hub.listen(request_id) as queue:
-        try:
-            try:
-                await res.redis.set(_inflight_key(principal, route_.id), request_id,
-                                    ex=int(job.timeout_seconds + STREAM_MARGIN_SECONDS))
-                queued = await res.arq.enqueue_job(job.function, request_id, job.payload,
-                                                   _job_id=request_id,
-                                                   _queue_name=interactive_queue(res.settings.pm_namespace))
-            except RedisError:
-                queued = None
-            final: p.CallToolResult | None = tool_error(
-                PylotaError(ErrorCode.UNAVAILABLE, "The job queue is unavailable."), request_id,
-                modern)
-            if queued is not None:
-                final = None
-                async for frame in _job_frames(res, queue, route_, job, request_id, sse):
-                    if isinstance(frame, p.CallToolResult):
-                        final = frame
-                        break
-                    yield frame
-                if final is None:
-                    return  # the caller cancelled it; the finally block logs the call
-            outcome = "error" if final.is_error else "ok"
-            if final.is_error:
-                error_code = msgspec.json.decode(final.content[0].text)["error"]["code"]
-            response = p.JSONRPCResponse(id=route_.id, result=final)
-            yield _sse(response) if sse else response
-        finally:
-            if outcome == "cancelled":
-                with anyio.CancelScope(shield=True):
-                    await _cancel(res, request_id)
-            log.info("tool_call", **job.log_fields, outcome=outcome, error_code=error_code,
-                     duration_ms=round((time.monotonic() - job.started) * 1000, 1))
-
-
-async def _job_frames(res: Resources, queue: asyncio.Queue, route_: Route, job: StreamJob,
-                      request_id: str, sse: bool) -> AsyncIterator[bytes | p.CallToolResult]:
-    """SSE frames (progress, keep-alive) for one job's events, ending with its CallToolResult,
-    or with nothing once the caller cancelled the job with ``notifications/cancelled``."""
-    modern = route_.era == "modern"
-    heartbeat = res.settings.pm_stream_heartbeat_seconds
-    deadline = time.monotonic() + job.timeout_seconds + STREAM_MARGIN_SECONDS
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            yield tool_error(PylotaError(
-                ErrorCode.UNAVAILABLE, "No worker answered in time.",
-                fix="Retry; if it keeps failing, check that a worker is running."),
-                request_id, modern)
-            return
-        try:
-            event = await asyncio.wait_for(queue.get(), timeout=min(heartbeat, remaining))
-        except asyncio.TimeoutError:
-            if await res.redis.exists(cancel_key(request_id)):
-                return  # cancelled by notifications/cancelled: no response is owed (2025-11-25)
-            # A missed pub/sub event must not hang the stream: the worker stores its result.
-            stored = await Job(request_id, res.arq, _queue_name=interactive_queue(res.settings.pm_namespace)).result_info()
-            if stored is not None and isinstance(stored.result, dict):
-                yield tool_result(stored.result, modern)
-                return
-            if sse:
-                yield KEEP_ALIVE
-            continue
-        if event.kind == "progress":
-            if sse and route_.progress_token is not None:
-                yield _sse(_progress(route_, event.progress or 0.0, event.total, event.message))
-        elif event.kind == "result" and event.result is not None:
-            yield tool_result(event.result, modern)
-            return
-        else:
-            yield tool_error(PylotaError(ErrorCode.INTERNAL, "The job failed."), request_id, modern)
-            return
+    queue = queue_name(res.settings.pm_namespace, job.request.job.queue)
+    inflight = _inflight(principal, route_.id)
+    outcome, error_code = "cancelled", None
+    try:
+        with contextlib.suppress(Exception):  # only notifications/cancelled needs it
+            await res.redis.set(inflight, f"{request_id} {queue}", ex=int(
+                START_SECONDS + job.request.seconds + MARGIN_SECONDS + 1))
+        async for event in follow(res, job):
+            if isinstance(event, Final):
+                if isinstance(event.value, PylotaError):
+                    outcome, error_code = "error", event.value.code.value
+                    result = tool_error(event.value, request_id, modern)
+                else:
+                    outcome = "ok"
+                    result = tool_result(event.value, modern)
+                response = p.JSONRPCResponse(id=route_.id, result=result)
+                yield _sse(response) if sse else response
+            elif isinstance(event, Progress) and sse and route_.progress_token is not None:
+                yield _sse(_progress(route_, event.progress, event.total, event.message))
+            elif sse and isinstance(event, Progress | KeepAlive):
+                yield KEEP_ALIVE  # a report the client did not ask for is still a sign of life
+    finally:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await res.redis.delete(inflight)
+        job.finish(outcome, error_code)  # type: ignore[arg-type]
 
 
 def _progress(route_: Route, progress: float, total: float | None, message: str | None
@@ -232,7 +177,7 @@ def _progress(route_: Route, progress: float, total: float | None, message: str 
 
 # --- Inline calls: JSON, or SSE once they report progress -------------------------------------
 
-Outcome = Reply | Failure | StreamJob | None
+Outcome = Reply | Failure | Job | None
 
 
 def _final_message(route_: Route, outcome: Reply | Failure) -> p.JSONRPCResponse | p.JSONRPCError:
@@ -243,19 +188,35 @@ def _final_message(route_: Route, outcome: Reply | Failure) -> p.JSONRPCResponse
     return p.JSONRPCResponse(id=route_.id, result=outcome.result)  # type: ignore[arg-type]
 
 
-async def _dispatch_reporting(res: Resources, principal: Principal, route_: Route,
-                              request_id: str) -> Outcome | Stream:
+class _Reporter:
+    """The :class:`~shared.control.Control` of an inline call whose client asked for progress:
+    each report becomes a ``notifications/progress`` frame. A client that goes away cancels
+    the call's task, so the checkpoint itself has nothing to check."""
+
+    def __init__(self, route_: Route, frames: asyncio.Queue[bytes | None]) -> None:
+        self._route = route_
+        self._frames = frames
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self._frames.put_nowait(_sse(_progress(self._route, progress, total, message)))
+
+    async def checkpoint(self) -> None:
+        return None
+
+    def remaining(self) -> float:
+        return float("inf")
+
+
+async def _dispatch_reporting(res: Resources, prompts: Sequence[PromptSpec], principal: Principal,
+                              route_: Route, request_id: str) -> Outcome | Stream:
     """Dispatch with a progress reporter; the outcome as is if the call ends before its first
     report, else an SSE stream of the reports, keep-alives and the final message.
 
     The reporter queues frames; the call's end queues ``None``, so one reader sees both in order.
     """
     frames: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-    async def report(progress: float, total: float | None, message: str | None) -> None:
-        frames.put_nowait(_sse(_progress(route_, progress, total, message)))
-
-    task = asyncio.create_task(dispatch(res, principal, route_, request_id, progress=report))
+    task = asyncio.create_task(dispatch(res, prompts, principal, route_, request_id,
+                                        control=_Reporter(route_, frames)))
     task.add_done_callback(lambda _: frames.put_nowait(None))
     try:
         first = await frames.get()
@@ -276,7 +237,7 @@ async def _dispatch_reporting(res: Resources, principal: Principal, route_: Rout
                 except asyncio.TimeoutError:
                     frame = KEEP_ALIVE
             outcome = task.result()
-            assert isinstance(outcome, Reply | Failure)  # only tools/call reports progress
+            assert isinstance(outcome, Reply | Failure)  # only inline tools/call reports progress
             yield _sse(_final_message(route_, outcome))
         finally:
             task.cancel()  # the client went away: stop the call (no-op once it is done)
@@ -287,8 +248,8 @@ async def _dispatch_reporting(res: Resources, principal: Principal, route_: Rout
 # --- The endpoint -----------------------------------------------------------------------------
 
 
-async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: str,
-                 fields: dict[str, Any]) -> Response[Any]:
+async def _serve(request: Request[Any, Any, Any], res: Resources, prompts: Sequence[PromptSpec],
+                 request_id: str, fields: dict[str, Any]) -> Response[Any]:
     """The ladder; fills ``fields`` (the request log line) as it learns the caller and method."""
     settings = res.settings
     headers = request.headers
@@ -320,17 +281,10 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: st
     body_id = body.get("id")
     fields["method"] = body["method"][:LOGGED_METHOD_CHARS]
     try:
-        async with res.pool.acquire() as conn:
-            principal = await authenticate(conn, headers.get("authorization"))
+        principal = await admit(res, headers.get("authorization"))
     except PylotaError as exc:
-        return _rejected(_auth_rejection(exc, request_id, body_id), fields)  # step 5
+        return _rejected(_admission_rejection(exc, request_id, body_id), fields)  # steps 5, 6
     fields.update(key_id=principal.key_id, identity_id=principal.identity_id)
-    try:
-        await res.limits.charge("RL_API", principal.key_id)
-    except PylotaError as exc:
-        if exc.code is ErrorCode.RATE_LIMITED:
-            return _rejected(_rate_limit_rejection(exc, request_id, body_id), fields)  # step 6
-        return _rejected(_auth_rejection(exc, request_id, body_id), fields)
     routed = select_era(body, headers)
     if isinstance(routed, Rejection):
         return _rejected(routed, fields)  # era, mirrored headers, version (step 7)
@@ -343,13 +297,13 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, request_id: st
     accepts_sse = "text/event-stream" in headers.get("accept", "")
     outcome: Outcome | Stream
     if accepts_sse and routed.progress_token is not None:
-        outcome = await _dispatch_reporting(res, principal, routed, request_id)
+        outcome = await _dispatch_reporting(res, prompts, principal, routed, request_id)
     else:
-        outcome = await dispatch(res, principal, routed, request_id)
+        outcome = await dispatch(res, prompts, principal, routed, request_id)
     if isinstance(outcome, Stream):
         fields["streaming"] = True
         return outcome
-    if isinstance(outcome, StreamJob):
+    if isinstance(outcome, Job):
         frames = _run_job(res, principal, routed, outcome, request_id, sse=accepts_sse)
         if accepts_sse:
             fields["streaming"] = True
@@ -376,20 +330,36 @@ def _rejected(rejection: Rejection, fields: dict[str, Any]) -> Response[bytes]:
     return _json(body, rejection.http_status, headers)
 
 
-@route("/mcp", http_method=_ALL_METHODS, include_in_schema=False)
-async def mcp_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
-    """The one MCP endpoint (spec section 2.1). Returns JSON, an SSE stream, or an empty 202."""
-    res: Resources = request.app.state.resources
-    request_id = new_id(Prefix.REQUEST)
-    started = time.monotonic()
-    fields: dict[str, Any] = {"request_id": request_id, "http_method": request.method}
-    response = await _serve(request, res, request_id, fields)
-    # A stream's line is written when it starts: its duration is the time to the first byte.
-    log.info("request", **fields, status=response.status_code,
-             duration_ms=round((time.monotonic() - started) * 1000, 1))
-    return response
+def _failed(request_id: str, exc: Exception, fields: dict[str, Any]) -> Response[bytes]:
+    """A failure outside a tool (spec section 2.4): still a JSON-RPC error, never a bare 500."""
+    error = dependency_failure(exc) or PylotaError(ErrorCode.INTERNAL,
+                                                   "The request failed unexpectedly.")
+    kind = RejectionKind.UNAVAILABLE if error.code is ErrorCode.UNAVAILABLE \
+        else RejectionKind.INTERNAL
+    headers = (("retry-after", str(RETRY_AFTER_SECONDS)),) \
+        if kind is RejectionKind.UNAVAILABLE else ()
+    fields["exception"] = type(exc).__name__
+    return _rejected(reject(kind, error.message, headers=headers,
+                            data=msgspec.to_builtins(error.envelope(request_id))), fields)
 
 
-def mcp_routes() -> list[Any]:
-    """The route handlers of the MCP surface."""
+def mcp_routes(prompts: Sequence[PromptSpec]) -> list[Any]:
+    """The route handlers of the MCP surface, serving ``prompts``."""
+
+    @route("/mcp", http_method=_ALL_METHODS, include_in_schema=False)
+    async def mcp_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
+        """The one MCP endpoint (spec section 2.1): JSON, an SSE stream, or an empty 202."""
+        res: Resources = request.app.state.resources
+        request_id = new_id(Prefix.REQUEST)
+        started = time.monotonic()
+        fields: dict[str, Any] = {"request_id": request_id, "http_method": request.method}
+        try:
+            response = await _serve(request, res, prompts, request_id, fields)
+        except Exception as exc:  # noqa: BLE001 - rendered as a JSON-RPC error with its log line
+            response = _failed(request_id, exc, fields)
+        # A stream's line is written when it starts: its duration is the time to the first byte.
+        log.info("request", **fields, status=response.status_code,
+                 duration_ms=round((time.monotonic() - started) * 1000, 1))
+        return response
+
     return [mcp_endpoint]

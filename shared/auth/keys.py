@@ -17,6 +17,7 @@ import msgspec
 from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, new_id
+from shared.tenancy.store import identity_tenant_id, partner_status, tenant_mode
 
 __all__ = ["Principal", "KeyInfo", "create_key", "authenticate", "hash_token", "list_keys",
            "revoke_key"]
@@ -71,10 +72,9 @@ async def create_key(conn: asyncpg.Connection, *, tenant_id: str, identity_id: s
     if bad := set(permissions) & FORBIDDEN_FOR_LEVEL[level]:
         raise invalid("permissions", f"{level} keys cannot hold {sorted(bad)}.",
                       "Drop those permissions.")
-    mode = await conn.fetchval("SELECT mode FROM tenants WHERE id = $1", tenant_id)
+    mode = await tenant_mode(conn, tenant_id)
     if identity_id is not None:
-        owner = await conn.fetchval("SELECT tenant_id FROM identities WHERE id = $1", identity_id)
-        if owner != tenant_id:
+        if await identity_tenant_id(conn, identity_id) != tenant_id:
             raise invalid("identity", "That identity is not in the tenant.",
                           "Pass an identity of the same tenant.")
     token = f"pmk_{mode}_{secrets.token_urlsafe(32)}"
@@ -100,23 +100,17 @@ async def authenticate(conn: asyncpg.Connection, authorization: str | None) -> P
     if scheme.lower() != "bearer" or not token.startswith(("pmk_live_", "pmk_test_")):
         raise PylotaError(ErrorCode.UNAUTHENTICATED, "A valid bearer API key is required.")
     row = await conn.fetchrow(
-        """SELECT k.id, k.level, k.partner_id, k.tenant_id, k.identity_id, k.permissions, k.mode,
-                  k.expires_at, k.revoked_at,
-                  coalesce(p.status, tp.status) AS partner_status
-           FROM api_keys k
-           LEFT JOIN partners p ON p.id = k.partner_id
-           LEFT JOIN tenants t ON t.id = k.tenant_id
-           LEFT JOIN partners tp ON tp.id = t.partner_id
-           WHERE k.token_hash = $1""",
-        hash_token(token),
-    )
+        "SELECT id, level, partner_id, tenant_id, identity_id, permissions, mode, expires_at,"
+        " revoked_at FROM api_keys WHERE token_hash = $1", hash_token(token))
     if row is None:
         raise PylotaError(ErrorCode.UNAUTHENTICATED, "This API key is not known.")
     if row["revoked_at"] is not None:
         raise PylotaError(ErrorCode.KEY_REVOKED, "This API key was revoked.")
     if row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc):
         raise PylotaError(ErrorCode.KEY_EXPIRED, "This API key has expired.")
-    if row["partner_status"] == "suspended":
+    standing = await partner_status(conn, partner_id=row["partner_id"],
+                                    tenant_id=row["tenant_id"])
+    if standing == "suspended":
         raise PylotaError(ErrorCode.PARTNER_SUSPENDED, "This key's partner is suspended.",
                           fix="Contact the platform operator.")
     return Principal(

@@ -1,17 +1,31 @@
-"""asyncpg pool and single connections with the project's codecs.
+"""The process's PostgreSQL pool, with every wait bounded, and single connections for the CLI.
 
 One pool per process, made at start-up (asyncpg docs, "usage"); ``jsonb`` columns decode to
-Python values through msgspec.
+Python values through msgspec. :class:`Database` wraps it so that no caller can wait for a
+connection without a bound: an acquire that does not get one within ``acquire_seconds`` (all
+connections busy, or PostgreSQL down) is ``unavailable``, retryable, instead of a request that
+hangs. Callers hold **one** connection at a time: holding one while waiting for a second is how
+a burst of searches once deadlocked the front (issue 9). The pool opens no connection at start,
+so a process starts while PostgreSQL is down and serves as soon as it is back.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import asyncpg
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError
 
-__all__ = ["create_pool", "connect"]
+__all__ = ["Database", "open_database", "connect", "DATABASE_UNAVAILABLE_FIX"]
+
+#: Longest wait for PostgreSQL to open one new connection.
+CONNECT_SECONDS = 5.0
+#: What to do when the database cannot serve a call.
+DATABASE_UNAVAILABLE_FIX = "Retry in a few seconds; if it keeps failing, the database is down."
 
 
 async def _init(conn: asyncpg.Connection) -> None:
@@ -21,21 +35,91 @@ async def _init(conn: asyncpg.Connection) -> None:
     )
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    """Open a pool on ``dsn``.
+class Database:
+    """A pool whose :meth:`acquire` is bounded in time (see the module docstring)."""
 
-    Raises:
-        PylotaError: ``unavailable`` when PostgreSQL cannot be reached.
+    def __init__(self, pool: asyncpg.Pool, *, acquire_seconds: float) -> None:
+        self._pool = pool
+        self.acquire_seconds = acquire_seconds
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for the block.
+
+        Raises:
+            PylotaError: ``unavailable`` when no connection is free within ``acquire_seconds``
+                or PostgreSQL cannot be reached.
+        """
+        try:
+            conn = await self._pool.acquire(timeout=self.acquire_seconds)
+        except asyncio.TimeoutError:
+            raise PylotaError(ErrorCode.UNAVAILABLE,
+                              f"No database connection was free within {self.acquire_seconds:g} s.",
+                              fix=DATABASE_UNAVAILABLE_FIX) from None
+        except (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError,
+                asyncpg.TooManyConnectionsError) as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, "The database is unreachable.",
+                              fix=DATABASE_UNAVAILABLE_FIX) from exc
+        try:
+            yield conn
+        finally:
+            await self._pool.release(conn)
+
+    @contextlib.asynccontextmanager
+    async def acquire_free(self) -> AsyncIterator[asyncpg.Connection | None]:
+        """A second connection for optional parallel work, or None when taking one would mean
+        waiting for another caller to release theirs.
+
+        This is how a caller already holding a connection may use another without hold-and-wait:
+        it never waits for a release (it may wait for PostgreSQL to open a connection, bounded by
+        the connect timeout), so no set of callers can deadlock on the pool (issue 9).
+        """
+        pool = self._pool
+        if pool.get_size() - pool.get_idle_size() >= pool.get_max_size():
+            yield None
+            return
+        # No timeout: asyncpg then takes a free holder without yielding to the event loop, so
+        # nobody can take it between the check above and this acquire.
+        try:
+            conn = await pool.acquire()
+        except (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError,
+                asyncpg.TooManyConnectionsError):
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            await pool.release(conn)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The asyncpg pool itself, for code that reads its size."""
+        return self._pool
+
+    async def close(self) -> None:
+        """Close every connection (waits for those in use to come back)."""
+        await self._pool.close()
+
+
+async def open_database(dsn: str, *, size: int, acquire_seconds: float,
+                        statement_timeout_seconds: float | None = None) -> Database:
+    """A :class:`Database` of at most ``size`` connections on ``dsn``.
+
+    Args:
+        statement_timeout_seconds: PostgreSQL's ``statement_timeout`` for every statement on
+            these connections (None: the server's), so that no query holds a connection for long.
     """
-    try:
-        return await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=_init)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise PylotaError(ErrorCode.UNAVAILABLE, f"PostgreSQL is not reachable: {exc}",
-                          fix="Check DATABASE_URL and that PostgreSQL is running.") from exc
+    server_settings = {}
+    if statement_timeout_seconds:
+        server_settings["statement_timeout"] = str(int(statement_timeout_seconds * 1000))
+    pool = await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=_init,
+                                     server_settings=server_settings,
+                                     timeout=CONNECT_SECONDS)
+    return Database(pool, acquire_seconds=acquire_seconds)
 
 
 async def connect(dsn: str) -> asyncpg.Connection:
-    """Open one connection on ``dsn`` with the codecs (for the CLI).
+    """Open one connection on ``dsn`` with the codecs (for the CLI and migrations).
 
     Raises:
         PylotaError: ``unavailable`` when PostgreSQL cannot be reached.

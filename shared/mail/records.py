@@ -35,7 +35,7 @@ class HeaderField(msgspec.Struct, frozen=True):
 
 
 class FoundRef(msgspec.Struct, frozen=True):
-    """A reference found in the message at ingest (``shared.search.refs``): ``kind`` is plate,
+    """A reference found in the message at ingest (``shared.mail.refs``): ``kind`` is plate,
     invoice, order, claim, pcn, reference, amount, phone or ``custom:NAME``; ``value`` is the
     normalized form ``mail_search`` finds with ``ref:VALUE``."""
 

@@ -12,6 +12,11 @@ headers never joins by subject, so two unrelated threads that share a subject st
 
 Every write for one message happens under a per-identity transaction lock, so concurrent ingests
 of the same mailbox cannot race on thread_refs.
+
+The one exception to "no SQL on these tables outside this module": the search read path
+(``shared.search`` and the embedding index of ``shared.embeddings``) reads ``messages``,
+``attachments`` and ``threads`` directly for speed — ranking, facets and snippets are single
+statements that join the mail with the search tables — and never writes them.
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ from shared.mail.records import (
     AttachmentInfo, HeaderField, MessageRecord, ThreadRecord, ThreadSummary,
 )
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
+from shared.tenancy.store import identity_addresses
 
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
-           "messages_by_ids", "own_addresses", "StoredContent", "stored_contents", "Outline",
-           "outline", "correspondence", "thread_ids"]
+           "messages_by_ids", "StoredContent", "stored_contents", "Outline",
+           "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
+           "message_exists"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,13 +62,6 @@ def _dedupe_key(message_id: str | None, raw: bytes) -> str:
     normal = raw.replace(b"\r\n", b"\n").rstrip(b"\n")
     digest = hashlib.sha256(normal).hexdigest()
     return f"mid:{message_id}|sha:{digest}" if message_id else f"sha:{digest}"
-
-
-async def own_addresses(conn: asyncpg.Connection, identity_id: str) -> set[str]:
-    """The identity's addr-specs, active and retiring."""
-    rows = await conn.fetch(
-        "SELECT address FROM identity_addresses WHERE identity_id = $1", identity_id)
-    return {r["address"] for r in rows}
 
 
 async def _choose_thread(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
@@ -150,7 +150,7 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
             )
         received = datetime.now(timezone.utc)
         when = parsed.sent_at or received
-        own = await own_addresses(conn, identity_id)
+        own = await identity_addresses(conn, identity_id)
         outbound = parsed.from_ is not None and parsed.from_.address in own
         keys = thread_keys(parsed)
         thread_id = await _choose_thread(conn, identity_id, parsed, keys, when)
@@ -380,3 +380,58 @@ async def thread_ids(conn: asyncpg.Connection, message_ids: list[str]) -> dict[s
     rows = await conn.fetch("SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
                             message_ids)
     return {r["id"]: r["thread_id"] for r in rows}
+
+
+class MessageFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which inbound messages a waiter wants (mail_wait, spec section 4.3).
+
+    ``from_`` is an addr-spec or ``@domain`` (matched case-insensitively; ``@domain`` matches that
+    domain exactly), ``subject_contains`` a case-insensitive substring, ``replies_only`` keeps
+    messages with In-Reply-To or References.
+    """
+
+    from_: str | None = None
+    subject_contains: str | None = None
+    thread_id: str | None = None
+    replies_only: bool = False
+
+
+async def first_matching(conn: asyncpg.Connection, identity_id: str, wanted: MessageFilter, *,
+                         received_since: datetime | None = None,
+                         message_id: str | None = None) -> str | None:
+    """The id of the earliest-received inbound message of ``identity_id`` that ``wanted``
+    matches, received at or after ``received_since``; with ``message_id``, that message's id
+    when it matches. None when nothing does."""
+    clauses = ["m.identity_id = $1", "m.direction = 'inbound'"]
+    params: list[object] = [identity_id]
+
+    def bind(value: object) -> str:
+        params.append(value)
+        return f"${len(params)}"
+
+    if wanted.from_:
+        sender = wanted.from_.strip().lower()
+        if sender.startswith("@"):
+            value = bind(sender)
+            clauses.append(f"right(m.from_address, length({value})) = {value}")
+        else:
+            clauses.append(f"m.from_address = {bind(sender)}")
+    if wanted.subject_contains:
+        clauses.append(f"strpos(lower(m.subject), {bind(wanted.subject_contains.lower())}) > 0")
+    if wanted.thread_id:
+        clauses.append(f"m.thread_id = {bind(wanted.thread_id)}")
+    if wanted.replies_only:
+        clauses.append('cardinality(m.in_reply_to) + cardinality(m."references") > 0')
+    if received_since is not None:
+        clauses.append(f"m.received_at >= {bind(received_since)}")
+    if message_id is not None:
+        clauses.append(f"m.id = {bind(message_id)}")
+    return await conn.fetchval(
+        f"SELECT m.id FROM messages m WHERE {' AND '.join(clauses)}"
+        " ORDER BY m.received_at, m.id LIMIT 1", *params)
+
+
+async def message_exists(conn: asyncpg.Connection, identity_id: str, message_id: str) -> bool:
+    """Whether ``message_id`` is a message of ``identity_id``."""
+    return bool(await conn.fetchval(
+        "SELECT true FROM messages WHERE id = $1 AND identity_id = $2", message_id, identity_id))

@@ -50,7 +50,7 @@ from shared.mail.model import ParsedMessage
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
            "FIELD_CHARS",
-           "Triage", "TriageInput", "input_of", "triage", "save_triage", "triage_of"]
+           "Triage", "TriageInput", "input_of", "triage", "save_triage", "triage_of", "categories_of"]
 
 #: Every category, and what it holds. ``mail_search``'s ``category:`` accepts exactly these.
 CATEGORIES: dict[str, str] = {
@@ -333,3 +333,11 @@ async def triage_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[st
     return {r["message_id"]: Triage(category=r["category"], urgency=r["urgency"],
                                     risk_flags=list(r["risk_flags"]), automated=r["automated"])
             for r in rows}
+
+
+async def categories_of(conn: asyncpg.Connection, identity_id: str | None) -> dict[str, str]:
+    """The stored category of every triaged message of ``identity_id`` (or of every identity)."""
+    rows = await conn.fetch(
+        "SELECT message_id, category FROM message_triage"
+        " WHERE $1::text IS NULL OR identity_id = $1", identity_id)
+    return {r["message_id"]: r["category"] for r in rows}

@@ -13,7 +13,7 @@ case-insensitive substring of the subject with white space collapsed; ``after:D`
 A word made only of stop words ("the") matches everything rather than nothing.
 
 ``ref:V`` and ``custom:NAME:V`` match the references extracted at ingest (``refs.py``), by every
-form :func:`~shared.search.refs.lookup_forms` gives V. ``is:needs_reply`` is an inbound message that
+form :func:`~shared.mail.refs.lookup_forms` gives V. ``is:needs_reply`` is an inbound message that
 is the last of its thread (nothing later, from either side) and that triage did not find automated
 (``shared.mail.triage``: list, bulk, auto-submitted, report or no-reply mail). ``category:C``
 matches the category triage gave the message.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.search.query import And, Node, Not, Operator, OperatorName, Or, Phrase, Term
-from shared.search.refs import lookup_forms
+from shared.mail.refs import lookup_forms
 
 __all__ = ["Compiled", "compile_query", "without_words", "words_of", "ATTACHMENT_TYPE_SQL",
            "NEEDS_REPLY_SQL"]

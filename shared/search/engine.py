@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Literal
+from typing import Any, Literal
 
-import asyncpg
 import msgspec
 import numpy as np
 
+from shared.db import Database
 from shared.embeddings.store import coverage, vectors_of
+from shared.mail.store import thread_ids
 from shared.search.compile import without_words, words_of
 from shared.search.keyword import (Facets, Filters, Ranked, RawHit, Scope, facets, hit_details,
                                    keyword_ranked, loose_where_sql, matched_clauses,
@@ -76,19 +77,30 @@ def _group(ranked: list[Ranked]) -> list[Ranked]:
     return list(best.values())
 
 
-async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
+async def run_search(db: Database, engine: SemanticEngine, scope: Scope,
                      root: Node | None, filters: Filters, *, mode: Mode, offset: int, limit: int,
                      group_by_thread: bool) -> Outcome:
     """One page (``offset``, ``limit``) of ``mode`` search for ``root`` within ``scope``.
 
-    Uses two pooled connections: the facets, which read the whole match set, run beside the
-    ranking.
+    The facets, which read the whole match set, run beside the ranking on a second connection
+    when one is free at once, and after it on the same connection otherwise: a search never
+    holds one connection while it waits for another (``Database.acquire_free``; a burst of
+    searches once deadlocked the front that way, issue 9).
 
     Raises:
         PylotaError: ``invalid_request`` (path ``q``) from the query compiler.
     """
-    async with pool.acquire() as conn, pool.acquire() as side:
+    async with db.acquire() as conn, db.acquire_free() as free:
         counting: asyncio.Future[Facets] | None = None
+        deferred: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
+        def count(*args: Any, **kwargs: Any) -> None:
+            nonlocal counting, deferred
+            if free is not None:
+                counting = asyncio.ensure_future(facets(free, *args, **kwargs))
+            else:
+                deferred = (args, kwargs)
+
         try:
             problem = await engine.ready(conn)
             model = engine.embedder.model if engine.embedder else None
@@ -99,8 +111,7 @@ async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
             kw_loose = loose_where_sql(scope, root, filters)
             vector = None
             if mode == "keyword" or not words or not semantic_ok:
-                counting = asyncio.ensure_future(facets(side, kw_where, kw_params, scope.time_zone,
-                                                        loose=kw_loose))
+                count(kw_where, kw_params, scope.time_zone, loose=kw_loose)
                 page, more = await keyword_ranked(conn, scope, root, filters, offset=offset,
                                                   limit=limit, group_by_thread=group_by_thread)
                 degraded = mode != "keyword" and bool(words) and not semantic_ok
@@ -118,18 +129,13 @@ async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
                 near_ids = [i for i, _ in nearest]
                 if mode == "semantic":
                     order = nearest
-                    counting = asyncio.ensure_future(
-                        facets(side, "false", [], scope.time_zone, also=near_ids))
+                    count("false", [], scope.time_zone, also=near_ids)
                 else:
-                    counting = asyncio.ensure_future(
-                        facets(side, kw_where, kw_params, scope.time_zone, also=near_ids,
-                               loose=kw_loose))
+                    count(kw_where, kw_params, scope.time_zone, also=near_ids, loose=kw_loose)
                     keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
                                                       limit=HYBRID_DEPTH, group_by_thread=False)
                     order = _fuse([[r.message_id for r in keyword], near_ids])
-                threads = dict(await conn.fetch(
-                    "SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
-                    [i for i, _ in order]))
+                threads = await thread_ids(conn, [i for i, _ in order])
                 ranked = [Ranked(message_id=i, thread_id=threads[i], score=round(s, 6),
                                  semantic_score=round(similarity[i], 4) if i in similarity else None)
                           for i, s in order if i in threads]
@@ -146,12 +152,15 @@ async def run_search(pool: asyncpg.Pool, engine: SemanticEngine, scope: Scope,
             matched = await matched_clauses(conn, [h.message_id for h in hits], root,
                                             scope.time_zone)
         except BaseException:
-            if counting is not None:  # never release ``side`` with its query still running
+            if counting is not None:  # never release ``free`` with its query still running
                 counting.cancel()
                 with contextlib.suppress(BaseException):
                     await counting
             raise
-        assert counting is not None
-        counted = await counting
+        if counting is not None:
+            counted = await counting
+        else:
+            assert deferred is not None
+            counted = await facets(conn, *deferred[0], **deferred[1])
     return Outcome(hits=hits, matched=matched, more=more, facets=counted,
                    semantic_coverage=share, degraded=degraded)

@@ -75,7 +75,7 @@ import msgspec
 from shared.errors import PylotaError, invalid
 from shared.ids import Prefix, is_id
 from shared.mail.triage import CATEGORIES
-from shared.search.patterns import compile_pattern
+from shared.mail.patterns import compile_pattern
 
 __all__ = [
     "ATTACHMENT_TYPES",

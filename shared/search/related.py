@@ -27,7 +27,7 @@ import msgspec
 from shared.embeddings.store import vectors_of
 from shared.mail.store import correspondence, outline, thread_ids
 from shared.search.keyword import Ranked, RawHit, hit_details
-from shared.search.refs import sharing_refs
+from shared.mail.refs import sharing_refs
 from shared.search.semantic import SemanticEngine
 
 __all__ = ["Related", "find_related", "REF_WEIGHT", "WEAK_REF_WEIGHT", "PARTICIPANT_WEIGHT",

@@ -18,6 +18,8 @@ from shared.ids import Prefix, is_id, new_id
 __all__ = [
     "Tenant", "Identity", "create_tenant", "get_tenant", "resolve_tenant",
     "create_identity", "resolve_identity", "list_identities", "identity_of_address",
+    "identity_statuses", "partner_tenant_ids", "tenant_mode", "identity_tenant_id",
+    "identity_addresses", "partner_status",
 ]
 
 
@@ -192,3 +194,45 @@ async def list_identities(conn: asyncpg.Connection, *, tenant_ids: list[str] | N
         tenant_ids, identity_id, status, purpose, after_id, limit,
     )
     return [Identity(**dict(r)) for r in rows]
+
+
+async def identity_statuses(conn: asyncpg.Connection, tenant_id: str) -> dict[str, str]:
+    """Every identity of ``tenant_id`` and its status, by id."""
+    rows = await conn.fetch("SELECT id, status FROM identities WHERE tenant_id = $1 ORDER BY id",
+                            tenant_id)
+    return {r["id"]: r["status"] for r in rows}
+
+
+async def partner_tenant_ids(conn: asyncpg.Connection, partner_id: str | None) -> list[str]:
+    """The tenants whose partner is ``partner_id``; none for None (spec section 3: a tenant with
+    no partner never matches a partner key)."""
+    rows = await conn.fetch("SELECT id FROM tenants WHERE partner_id = $1 ORDER BY id", partner_id)
+    return [r["id"] for r in rows]
+
+
+async def tenant_mode(conn: asyncpg.Connection, tenant_id: str) -> str | None:
+    """``live`` or ``test`` for ``tenant_id``; None when there is no such tenant."""
+    return await conn.fetchval("SELECT mode FROM tenants WHERE id = $1", tenant_id)
+
+
+async def identity_tenant_id(conn: asyncpg.Connection, identity_id: str) -> str | None:
+    """The tenant of ``identity_id``; None when there is no such identity."""
+    return await conn.fetchval("SELECT tenant_id FROM identities WHERE id = $1", identity_id)
+
+
+async def identity_addresses(conn: asyncpg.Connection, identity_id: str) -> set[str]:
+    """The identity's addr-specs, active and retiring."""
+    rows = await conn.fetch(
+        "SELECT address FROM identity_addresses WHERE identity_id = $1", identity_id)
+    return {r["address"] for r in rows}
+
+
+async def partner_status(conn: asyncpg.Connection, *, partner_id: str | None,
+                         tenant_id: str | None) -> str | None:
+    """The status (``active``, ``suspended``) of the partner ``partner_id``, else of the partner of
+    ``tenant_id``; None when neither names a partner (spec section 3: a suspended partner's keys
+    and its tenants' keys are refused)."""
+    return await conn.fetchval(
+        """SELECT p.status FROM partners p
+           WHERE p.id = coalesce($1, (SELECT t.partner_id FROM tenants t WHERE t.id = $2))""",
+        partner_id, tenant_id)

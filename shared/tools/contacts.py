@@ -13,9 +13,9 @@ import msgspec
 
 from shared.errors import invalid
 from shared.mail.contacts import Contact, search_contacts
+from shared.tools.arguments import IdentityRef
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
-from shared.tools.messages import IdentityRef
 from shared.tools.scope import identity_for
 
 DESCRIPTION = (
@@ -24,17 +24,10 @@ DESCRIPTION = (
     "before searching with from: or sending."
 )
 
-INPUT_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["q"], "properties": {
-        "q": {"type": "string", "minLength": 1, "maxLength": 100},
-        "identity": {"type": "string", "maxLength": 254},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
-        "cursor": {"type": "string"},
-    },
-}
-
 
 class SearchContactsArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Arguments of mail_search_contacts (spec section 4.3)."""
+
     q: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
     identity: IdentityRef | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
@@ -65,7 +58,7 @@ async def run(ctx: ToolContext, args: SearchContactsArgs) -> SearchContactsResul
             raise invalid("cursor", "This cursor belongs to another q.",
                           "Repeat the same q with this cursor, or omit cursor.")
         offset = state["o"]
-    async with ctx.pool.acquire() as conn:
+    async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
         found, more = await search_contacts(conn, identity.id, args.q, offset=offset,
                                             limit=args.limit)

@@ -2,38 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import asyncpg
 from redis.asyncio import Redis
 
 from shared.auth.keys import Principal
 from shared.config import Settings
+from shared.control import UNSTOPPABLE, Control
+from shared.db import Database
 
-__all__ = ["Progress", "ToolContext", "no_progress"]
-
-Progress = Callable[[float, "float | None", "str | None"], Awaitable[None]]
-"""``await progress(progress, total, message)``: report one step of a long call (spec section
-2.6). ``progress`` must increase from call to call; ``total`` and ``message`` may be None."""
-
-
-async def no_progress(progress: float, total: float | None, message: str | None) -> None:
-    """The reporter of a call whose client did not ask for progress: reports go nowhere."""
+__all__ = ["ToolContext"]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Resources and caller of one tool call: pool, Redis, settings, principal, request id.
+    """Resources and caller of one inline tool call.
 
-    ``progress`` reaches the client as ``notifications/progress`` only when the request carried a
-    progressToken and accepts an SSE response; otherwise it is :func:`no_progress`. A handler
+    ``control.progress`` reaches the client as ``notifications/progress`` only when the request
+    carried a progressToken and accepts an SSE response; otherwise reports go nowhere. A handler
     reports when it has something to say and never needs to know which.
     """
 
-    pool: asyncpg.Pool
+    db: Database
     redis: Redis
     settings: Settings
     principal: Principal
     request_id: str
-    progress: Progress = no_progress
+    control: Control = UNSTOPPABLE

@@ -9,6 +9,7 @@ import msgspec
 from shared.auth.permissions import KeyLevel
 from shared.errors import invalid
 from shared.tenancy.store import Identity, list_identities
+from shared.tools.arguments import TenantId
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
 from shared.tools.scope import tenant_scope
@@ -19,26 +20,16 @@ DESCRIPTION = (
     "\"identity\" to the other tools."
 )
 
-INPUT_SCHEMA = {
-    "type": "object", "additionalProperties": False, "properties": {
-        "tenant_id": {"type": "string", "pattern": "^ten_[0-9A-HJKMNP-TV-Z]{26}$",
-                      "description": "Platform and partner keys only: limit to one tenant."},
-        "status": {"type": "string", "enum": ["active", "paused"],
-                   "description": "Only identities with this status."},
-        "purpose": {"type": "string", "maxLength": 64,
-                    "description": "Only identities with this purpose tag."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 25},
-        "cursor": {"type": "string"},
-    },
-}
-
-TenantId = Annotated[str, msgspec.Meta(pattern="^ten_[0-9A-HJKMNP-TV-Z]{26}$")]
-
 
 class ListIdentitiesArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    tenant_id: TenantId | None = None
-    status: Literal["active", "paused"] | None = None
-    purpose: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    """Arguments of mail_list_identities (spec section 4.3)."""
+
+    tenant_id: Annotated[TenantId, msgspec.Meta(
+        description="Platform and partner keys only: limit to one tenant.")] | None = None
+    status: Annotated[Literal["active", "paused"], msgspec.Meta(
+        description="Only identities with this status.")] | None = None
+    purpose: Annotated[str, msgspec.Meta(
+        max_length=64, description="Only identities with this purpose tag.")] | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 25
     cursor: str | None = None
 
@@ -59,7 +50,7 @@ async def run(ctx: ToolContext, args: ListIdentitiesArgs) -> ListIdentitiesResul
     """
     principal = ctx.principal
     after = decode_cursor(args.cursor, "idn")["after"] if args.cursor else None
-    async with ctx.pool.acquire() as conn:
+    async with ctx.db.acquire() as conn:
         tenants = await tenant_scope(conn, principal)
         if args.tenant_id is not None:
             if principal.level in (KeyLevel.TENANT, KeyLevel.IDENTITY):

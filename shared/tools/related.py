@@ -15,11 +15,12 @@ from typing import Annotated
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError
-from shared.tools.budget import cut, drop_to_fit
+from shared.budget import cut, drop_to_fit
+from shared.mail.store import message_exists
 from shared.search.related import find_related
 from shared.search.semantic import engine_for
 from shared.tools.context import ToolContext
-from shared.tools.messages import IdentityRef, MessageId
+from shared.tools.arguments import IdentityRef, MessageId
 from shared.tools.scope import identity_for
 from shared.tools.search import SearchHit, Why
 
@@ -29,19 +30,13 @@ DESCRIPTION = (
     "to its photos."
 )
 
-INPUT_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["message_id"], "properties": {
-        "message_id": {"type": "string", "pattern": "^msg_[0-9A-HJKMNP-TV-Z]{26}$"},
-        "identity": {"type": "string", "maxLength": 254},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
-    },
-}
-
 #: Snippet length of a related hit (the mail_search default, DESIGN.md section 5.4).
 SNIPPET_CHARS = 200
 
 
 class FindRelatedArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Arguments of mail_find_related (spec section 4.3)."""
+
     message_id: MessageId
     identity: IdentityRef | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=20)] = 5
@@ -63,11 +58,9 @@ async def run(ctx: ToolContext, args: FindRelatedArgs) -> FindRelatedResult:
         PylotaError: ``message_not_found`` when the message is not in the caller's identity;
             identity errors from :func:`~shared.tools.scope.identity_for`.
     """
-    async with ctx.pool.acquire() as conn:
+    async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
-        exists = await conn.fetchval("SELECT true FROM messages WHERE id = $1 AND identity_id = $2",
-                                     args.message_id, identity.id)
-        if not exists:
+        if not await message_exists(conn, identity.id, args.message_id):
             raise PylotaError(ErrorCode.MESSAGE_NOT_FOUND,
                               f"No message {args.message_id} in this identity.",
                               fix="Use a message_id returned by mail_search or mail_get_thread.")

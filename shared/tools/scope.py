@@ -7,9 +7,9 @@ import asyncpg
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel
 from shared.errors import ErrorCode, PylotaError, invalid
-from shared.tenancy.store import Identity, resolve_identity
+from shared.tenancy.store import Identity, partner_tenant_ids, resolve_identity
 
-__all__ = ["tenant_scope", "identity_for"]
+__all__ = ["tenant_scope", "identity_for", "lookup_identity"]
 
 
 async def tenant_scope(conn: asyncpg.Connection, principal: Principal) -> list[str] | None:
@@ -21,9 +21,7 @@ async def tenant_scope(conn: asyncpg.Connection, principal: Principal) -> list[s
     if principal.level is KeyLevel.PLATFORM:
         return None
     if principal.level is KeyLevel.PARTNER:
-        rows = await conn.fetch("SELECT id FROM tenants WHERE partner_id = $1",
-                                principal.partner_id)
-        return [r["id"] for r in rows]
+        return await partner_tenant_ids(conn, principal.partner_id)
     assert principal.tenant_id is not None
     return [principal.tenant_id]
 
@@ -53,3 +51,16 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
                       "Pass identity: an idn_… id or an address from mail_list_identities.")
     return await resolve_identity(conn, identity, tenant_ids=await tenant_scope(conn, principal),
                                   for_key=True)
+
+
+async def lookup_identity(conn: asyncpg.Connection, principal: Principal, address: str) -> Identity:
+    """The identity owning an active or retiring ``address``, when ``principal`` reaches it
+    (``GET /v1/identities/lookup``, the logic behind every ``identity`` argument: spec
+    section 3).
+
+    Raises:
+        PylotaError: ``identity_not_found``, also for an identity out of the key's scope.
+    """
+    return await identity_for(conn, principal, address) if principal.level is KeyLevel.IDENTITY \
+        else await resolve_identity(conn, address, tenant_ids=await tenant_scope(conn, principal),
+                                    for_key=True)

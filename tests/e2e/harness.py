@@ -42,7 +42,7 @@ def pylota(db_url: str, *args: str, redis_url: str = "redis://127.0.0.1:6379/0"
            ) -> subprocess.CompletedProcess[str]:
     """Run the ``pylota`` command as a user would, against ``db_url``."""
     env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_url}
-    return subprocess.run([sys.executable, "-m", "shared.cli", *args], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "cli", *args], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 

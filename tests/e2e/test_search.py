@@ -13,8 +13,8 @@ import pytest
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode
-from shared.mail.ingest import ingest_raw
-from shared.search.patterns import set_pattern
+from shared.ingest.pipeline import ingest_raw
+from shared.mail.patterns import set_pattern
 from shared.tenancy.store import create_identity
 from tests.conftest import REDIS_URL, running_front, running_worker, settings_for
 from tests.e2e.harness import pylota, sdk_client, tenant_with_identity

@@ -19,7 +19,7 @@ from front.mcp.protocol import INVALID_PARAMS
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
 from shared.db import connect
-from shared.mail.ingest import ingest_raw
+from shared.ingest.pipeline import ingest_raw
 from shared.mail.sources import iter_sources
 from shared.tenancy.store import create_identity
 from tests.conftest import running_front, running_worker, settings_for

@@ -23,7 +23,7 @@ from front.mcp.prompts import PROMPTS, user_text
 from shared import guide
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode
-from shared.events import interactive_queue
+from shared.events import inflight_key, interactive_queue
 from shared.tools.context import ToolContext
 from shared.tools.registry import READ_ONLY, TOOLS, ToolSpec
 from tests.conftest import REDIS_URL, running_front, running_worker, settings_for
@@ -38,14 +38,14 @@ SECRET = "s3cr3t-planted-in-arguments"
 
 async def slow_reporter(ctx: ToolContext, args: NoArgs) -> list[p.TextContent]:
     """Reports once, then stays silent past the test heartbeat, then answers."""
-    await ctx.progress(1.0, 2.0, "first step")
+    await ctx.control.progress(1.0, 2.0, "first step")
     await asyncio.sleep(0.6)
-    await ctx.progress(2.0, 2.0, None)
+    await ctx.control.progress(2.0, 2.0, None)
     return [p.TextContent(text="done")]
 
 
 REPORTER = ToolSpec(name="slow_reporter", title="Slow reporter", description="Test tool.",
-                    input_schema={"type": "object"}, args=NoArgs, result=None,
+                    args=NoArgs, result=None,
                     permission=Permission.IDENTITIES_READ, annotations=READ_ONLY,
                     handler=slow_reporter)
 
@@ -375,7 +375,8 @@ async def test_legacy_cancelled_notification_stops_the_callers_own_wait_job(stac
                                         headers=headers) as stream:
                 lines = stream.aiter_lines()
                 assert (await anext(lines)).startswith(":")  # the job is running
-                job_id = (await arq.get(f"pylota:inflight:{key_id}:42")).decode()
+                # the key names the job and its queue: "job_id queue"
+                job_id = (await arq.get(inflight_key(key_id, "42"))).decode().split(" ")[0]
                 cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
                           "params": {"requestId": 42, "reason": "user"}}
                 assert (await wire.post(cancel, headers=headers)).status_code == 202

@@ -87,7 +87,7 @@ async def mixed(ctx: ToolContext, args: NoArgs) -> list[msgspec.Struct]:
 
 async def with_progress(ctx: ToolContext, args: NoArgs) -> list[TextContent]:
     for step in PROGRESS_STEPS:
-        await ctx.progress(step, 100.0, f"step {step:.0f}")
+        await ctx.control.progress(step, 100.0, f"step {step:.0f}")
         await asyncio.sleep(0.05)
     return [TextContent(text="Progress test completed.")]
 
@@ -102,10 +102,7 @@ async def error_handling(ctx: ToolContext, args: NoArgs) -> list[TextContent]:
 
 
 def _tool(name: str, description: str, handler) -> ToolSpec:  # type: ignore[no-untyped-def]
-    return ToolSpec(name=name, title=name, description=description,
-                    input_schema={"type": "object", "properties": {},
-                                  "additionalProperties": False},
-                    args=NoArgs, result=None, permission=Permission.IDENTITIES_READ,
+    return ToolSpec(name=name, title=name, description=description, args=NoArgs, result=None, permission=Permission.IDENTITIES_READ,
                     annotations=READ_ONLY, handler=handler)
 
 

@@ -286,7 +286,11 @@ def test_object_that_is_not_jsonrpc_is_400_invalid_request(body: dict[str, Any],
 
 @given(st.binary(max_size=64))
 def test_parse_body_never_raises(raw: bytes) -> None:
-    assert isinstance(parse_body(raw), dict | Rejection)
+    result = parse_body(raw)
+    if isinstance(result, Rejection):
+        assert result.http_status == 400 and result.code in (PARSE_ERROR, INVALID_REQUEST)
+    else:
+        assert result["jsonrpc"] == "2.0" and isinstance(result["method"], str)
 
 
 # --- Rung 7a: initialize ------------------------------------------------------------------------

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from shared.db import create_pool
+from shared.db import open_database
 from shared.embeddings.embedder import HashEmbedder
 from shared.embeddings import index as index_module
 from shared.embeddings.index import choose_index
 from shared.embeddings.store import coverage, embed_pending, enqueue_missing, queue_length
-from shared.mail.ingest import ingest_raw
+from shared.ingest.pipeline import ingest_raw
 from shared.tenancy.store import create_identity, create_tenant
 from tests.shared.search.conftest import mail
 
@@ -27,7 +27,7 @@ TEXTS = {
 @pytest.fixture
 async def stack(backend_url: tuple[str, str]):
     backend, url = backend_url
-    pool = await create_pool(url, max_size=4)
+    pool = await open_database(url, size=4, acquire_seconds=5)
     async with pool.acquire() as conn:
         tenant = await create_tenant(conn, "acme")
         one = (await create_identity(conn, tenant.id, "one@acme.example")).id

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from shared.mail.importer import import_paths
+from shared.ingest.importer import import_paths
 from shared.mail.parse import MAX_MSG_IDS, parse_message
 from shared.mail.sources import iter_sources
 from shared.tenancy.store import create_identity, create_tenant
@@ -76,7 +76,7 @@ async def test_one_bad_message_never_stops_an_import(conn, tmp_path: Path):
     (folder / "a.eml").write_bytes(b"From: a@x.example\r\nSubject: first\r\n\r\nok\r\n")
     (folder / "b.eml").write_bytes(b'From: "Nu\x00ll" <nul@b.example>\r\nSubject: nul\r\n\r\nx\r\n')
     (folder / "c.eml").write_bytes(b"From: c@x.example\r\nSubject: third\r\n\r\nok\r\n")
-    summary = await import_paths(conn, None, identity.id, [folder], progress=False)
+    summary = await import_paths(conn, None, identity.id, [folder])
     assert (summary.imported, summary.duplicates, summary.failed) == (3, 0, [])
     assert await conn.fetchval("SELECT count(*) FROM raw_messages") == 3
 
@@ -88,7 +88,7 @@ async def test_deeply_nested_multiparts_are_stored_with_their_raw_bytes(conn, tm
     raw = head + b"".join(b"Content-Type: multipart/mixed; boundary=b%d\r\n\r\n--b%d\r\n" % (i, i)
                           for i in range(5_000))
     (tmp_path / "deep.eml").write_bytes(raw)
-    summary = await import_paths(conn, None, identity.id, [tmp_path], progress=False)
+    summary = await import_paths(conn, None, identity.id, [tmp_path])
     assert summary.imported == 1 and summary.failed == []
     assert await conn.fetchval("SELECT raw FROM raw_messages") == raw
     assert len(summary.with_defects) == 1
@@ -125,7 +125,7 @@ async def test_hostile_messages_are_all_stored_and_the_import_goes_on(conn, tmp_
                       + f"Message-ID: <h{n}@x.example>\n".encode() * (b"Message-ID" not in raw)
                       + raw.replace(b"\r\n", b"\n") + b"\n\n")
     started = time.monotonic()
-    summary = await import_paths(conn, None, identity.id, [box], progress=False)
+    summary = await import_paths(conn, None, identity.id, [box])
     elapsed = time.monotonic() - started
     assert (summary.imported, summary.failed) == (len(HOSTILE), []), summary
     assert await conn.fetchval("SELECT count(*) FROM message_triage") == len(HOSTILE)

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from shared.mail.ingest import ingest_raw
+from shared.ingest.pipeline import ingest_raw
 from shared.tenancy.store import create_identity, create_tenant
 
 

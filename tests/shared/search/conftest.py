@@ -8,7 +8,7 @@ from email.message import EmailMessage
 import asyncpg
 import pytest
 
-from shared.mail.ingest import ingest_raw
+from shared.ingest.pipeline import ingest_raw
 from shared.tenancy.store import create_identity, create_tenant
 
 OWN = "desk@acme.example"

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from shared.db import create_pool
+from shared.db import open_database
 from shared.embeddings.embedder import HashEmbedder
 from shared.embeddings.store import embed_pending
 from shared.search.engine import Outcome, run_search
@@ -34,7 +34,7 @@ async def box(mailbox: Mailbox, db_url: str) -> Mailbox:
 
 
 async def embed_all(db_url: str) -> None:
-    pool = await create_pool(db_url, max_size=2)
+    pool = await open_database(db_url, size=2, acquire_seconds=5)
     try:
         await embed_pending(pool, HashEmbedder())
     finally:
@@ -46,7 +46,7 @@ async def search(box: Mailbox, q: str, mode: str = "hybrid", *, engine: str = "h
                  as_of: datetime | None = None, filters: Filters = Filters()) -> Outcome:
     scope = Scope(identity_ids=[box.identity_id], as_of=as_of or datetime.now(timezone.utc),
                   time_zone="UTC")
-    pool = await create_pool(box.dsn, max_size=2)
+    pool = await open_database(box.dsn, size=2, acquire_seconds=5)
     try:
         return await run_search(pool, SemanticEngine(engine, 1), scope, parse(q).root, filters,
                                 mode=mode, offset=offset, limit=limit, group_by_thread=group)

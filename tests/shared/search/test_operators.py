@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from shared.search.keyword import Filters, Scope, where_sql
-from shared.search.patterns import set_pattern
+from shared.mail.patterns import set_pattern
 from shared.search.query import parse
 from tests.shared.search.conftest import OWN, Mailbox
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from shared.db import create_pool
+from shared.db import open_database
 from shared.embeddings.embedder import HashEmbedder
 from shared.embeddings.store import embed_pending
 from shared.mail.contacts import search_contacts
@@ -59,7 +59,7 @@ async def test_shared_references_then_correspondent_and_subject(mailbox: Mailbox
 
 async def test_semantic_neighbours_add_similarity(mailbox: Mailbox, db_url: str) -> None:
     await fill(mailbox)
-    pool = await create_pool(db_url, max_size=2)
+    pool = await open_database(db_url, size=2, acquire_seconds=5)
     await embed_pending(pool, HashEmbedder())
     await pool.close()
     found, degraded = await find_related(mailbox.conn, SemanticEngine("hash", 1),
@@ -92,7 +92,7 @@ async def test_contacts_prefix_and_ranking(mailbox: Mailbox) -> None:
 
 
 async def test_a_reference_too_many_messages_share_relates_nothing(mailbox: Mailbox) -> None:
-    from shared.search.refs import sharing_refs
+    from shared.mail.refs import sharing_refs
     await fill(mailbox)
     pcn = mailbox.ids["pcn"]
     assert {(mailbox.mids([m]).pop(), v) for m, _, v in await sharing_refs(mailbox.conn, pcn)} == {

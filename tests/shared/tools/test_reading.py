@@ -7,13 +7,15 @@ import pytest
 
 from shared.auth.keys import authenticate, create_key
 from shared.auth.permissions import Permission
-from shared.db import create_pool
+from shared.db import open_database
 from shared.errors import ErrorCode, PylotaError
-from shared.mail.ingest import ingest_raw
+from shared.ingest.pipeline import ingest_raw
 from shared.mail.records import HeaderField
 from shared.tenancy.store import create_identity, create_tenant
 from shared.tools import identities, messages, threads
 from shared.tools.context import ToolContext
+from shared.budget import RESULT_BYTES
+from shared.mail.reading import LIST_ITEMS, SHRUNK_CHARS, SHRUNK_ITEMS, SUBJECT_CHARS, budget_message
 from tests.conftest import settings_for
 
 
@@ -32,13 +34,13 @@ async def world(db_url, conn, redis):
     sales = await create_identity(conn, acme.id, "sales@acme.example")
     other = await create_tenant(conn, "other")
     outsider = await create_identity(conn, other.id, "x@other.example")
-    pool = await create_pool(db_url, max_size=4)
+    pool = await open_database(db_url, size=4, acquire_seconds=5)
 
     async def ctx_for(identity_id: str | None, tenant_id: str = acme.id) -> ToolContext:
         _, token = await create_key(conn, tenant_id=tenant_id, identity_id=identity_id,
                                     permissions=list(Permission))
         principal = await authenticate(conn, f"Bearer {token}")
-        return ToolContext(pool=pool, redis=redis, settings=settings_for(db_url),
+        return ToolContext(db=pool, redis=redis, settings=settings_for(db_url),
                            principal=principal, request_id="req_test")
 
     yield {"acme": acme, "desk": desk, "sales": sales, "outsider": outsider, "ctx_for": ctx_for}
@@ -149,16 +151,16 @@ async def test_huge_messages_fit_the_budget_and_pages_move_on(world, conn):
 
     one = await messages.run(desk_ctx, messages.GetMessageArgs(message_id=big_id,
                                                                include_headers=True))
-    assert _encoded(one) <= messages.RESULT_BYTES
+    assert _encoded(one) <= RESULT_BYTES
     assert one.truncated and one.to_truncated and one.cc_truncated and one.attachments_truncated
-    assert 0 < len(one.to) <= messages.LIST_ITEMS and one.to[0].address.startswith("p00000@")
+    assert 0 < len(one.to) <= LIST_ITEMS and one.to[0].address.startswith("p00000@")
     assert "dangerous_attachment" in one.triage.risk_flags
 
     seen, cursor = [], None
     for _ in range(10):
         page = await threads.run(desk_ctx, threads.GetThreadArgs(
             thread_id=thread_id, messages_limit=10, cursor=cursor))
-        assert page.messages and _encoded(page) <= messages.RESULT_BYTES
+        assert page.messages and _encoded(page) <= RESULT_BYTES
         seen += [m.id for m in page.messages]
         cursor = page.next_cursor
         if cursor is None:
@@ -177,8 +179,8 @@ def test_a_message_too_big_even_with_its_lists_cut_is_shrunk():
         references=[], subject="s" * 5000, to=people, cc=people, reply_to=people,
         date=datetime.now(timezone.utc), direction="inbound", status="received", labels=[],
         read=False, new_text="w " * 20_000, triage=None, refs=[])
-    assert messages.budget_message(record, messages.MESSAGE_TEXT_CHARS)
-    assert _encoded(record) <= messages.RESULT_BYTES
-    assert len(record.to) == messages.SHRUNK_ITEMS and record.to_truncated
-    assert len(record.new_text) == messages.SHRUNK_CHARS and record.new_text_truncated
-    assert len(record.subject) == messages.SUBJECT_CHARS and record.subject_truncated
+    assert budget_message(record, messages.MESSAGE_TEXT_CHARS)
+    assert _encoded(record) <= RESULT_BYTES
+    assert len(record.to) == SHRUNK_ITEMS and record.to_truncated
+    assert len(record.new_text) == SHRUNK_CHARS and record.new_text_truncated
+    assert len(record.subject) == SUBJECT_CHARS and record.subject_truncated

@@ -18,6 +18,7 @@ import asyncpg
 import re2
 
 from shared.errors import invalid
+from shared.tenancy.store import identity_tenant_id
 
 __all__ = ["MAX_PATTERNS", "MAX_PATTERN_CHARS", "compile_pattern", "set_pattern",
            "tenant_patterns", "identity_patterns"]
@@ -90,8 +91,5 @@ async def tenant_patterns(conn: asyncpg.Connection, tenant_id: str) -> dict[str,
 
 async def identity_patterns(conn: asyncpg.Connection, identity_id: str) -> dict[str, str]:
     """The patterns of the tenant that owns ``identity_id``."""
-    rows = await conn.fetch(
-        "SELECT p.name, p.pattern FROM tenant_ref_patterns p"
-        " JOIN identities i ON i.tenant_id = p.tenant_id WHERE i.id = $1 ORDER BY p.name",
-        identity_id)
-    return {r["name"]: r["pattern"] for r in rows}
+    tenant_id = await identity_tenant_id(conn, identity_id)
+    return {} if tenant_id is None else await tenant_patterns(conn, tenant_id)

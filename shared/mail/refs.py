@@ -42,10 +42,10 @@ from collections.abc import Iterable, Mapping
 
 import asyncpg
 
-from shared.search.patterns import compile_pattern
+from shared.mail.patterns import compile_pattern
 
 __all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
-           "sharing_refs", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
+           "sharing_refs", "count_refs", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
@@ -230,6 +230,13 @@ async def save_refs(conn: asyncpg.Connection, identity_id: str, message_id: str,
         await conn.executemany(
             "INSERT INTO message_refs (message_id, identity_id, kind, value)"
             " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", rows)
+
+
+async def count_refs(conn: asyncpg.Connection, identity_id: str | None) -> int:
+    """How many references are stored for ``identity_id`` (or for every identity)."""
+    return await conn.fetchval(
+        "SELECT count(*) FROM message_refs WHERE $1::text IS NULL OR identity_id = $1",
+        identity_id)
 
 
 #: Most other messages a reference may be shared with and still relate them (:func:`sharing_refs`).

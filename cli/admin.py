@@ -1,78 +1,25 @@
-"""The ``pylota`` command: administration, import, and the two processes.
-
-Admin commands (``migrate``, ``import``, ``tenants``, ``identities``, ``keys``,
-``embeddings``) live here. ``serve``
-and ``worker`` belong to ``front`` and ``workers``; they are loaded by name when invoked (click's
-lazy-group pattern), so this domain package never imports the front or the workers.
-
-Every command reads settings with :meth:`Settings.from_env`; errors print the message and the fix
-on stderr and exit with status 2.
-"""
+"""``pylota`` administration: migrations, tenants, identities, API keys, reindex."""
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-import msgspec
 
+from cli.running import emit, run
 from shared.auth.keys import KeyInfo, create_key, list_keys, revoke_key
 from shared.auth.permissions import parse_permissions
-from shared.config import Settings, SettingsError
+from shared.config import Settings
 from shared.db import connect, ensure_database, migrate
 from shared.errors import ErrorCode, PylotaError
+from shared.ingest.reindex import Reindexed, reindex as rederive
+from shared.mail.patterns import set_pattern
 from shared.tenancy import store as tenancy
 
-T = TypeVar("T")
-
-#: Commands owned by other packages: name -> "module:attribute".
-_LAZY = {"serve": "front.cli:serve", "worker": "workers.cli:worker"}
+__all__ = ["migrate_cmd", "tenants", "identities", "keys", "reindex"]
 
 
-class _Group(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *_LAZY])
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in _LAZY:
-            module, _, attr = _LAZY[name].partition(":")
-            return getattr(importlib.import_module(module), attr)
-        return super().get_command(ctx, name)
-
-
-#: Fixes worded for this command line where the domain's own fix speaks to an MCP client.
-_CLI_FIX = {
-    ErrorCode.IDENTITY_NOT_FOUND: "Check the id or address; `pylota identities create --tenant "
-                                  "TENANT --address ADDRESS` makes a new identity.",
-}
-
-
-def _run(work: Callable[[Settings], Awaitable[T]]) -> T:
-    try:
-        settings = Settings.from_env()
-        return asyncio.run(work(settings))
-    except SettingsError as exc:
-        click.echo(f"error: {exc}", err=True)
-    except PylotaError as exc:
-        click.echo(f"error: {exc.message}\nfix: {_CLI_FIX.get(exc.code, exc.fix)}", err=True)
-    sys.exit(2)
-
-
-def _emit(obj: Any, as_json: bool, text: str) -> None:
-    click.echo(msgspec.json.encode(obj).decode() if as_json else text)
-
-
-@click.group(cls=_Group)
-def main() -> None:
-    """Pylota Mail: business email for AI agents over MCP."""
-
-
-@main.command("migrate")
+@click.command("migrate")
 def migrate_cmd() -> None:
     """Create the database if missing and apply migrations (idempotent; safe to run from two
     processes at once)."""
@@ -89,11 +36,11 @@ def migrate_cmd() -> None:
         finally:
             await conn.close()
 
-    applied = _run(work)
+    applied = run(work)
     click.echo(f"applied {len(applied)} migration(s){': ' + ', '.join(map(str, applied)) if applied else ''}")
 
 
-@main.group()
+@click.group()
 def tenants() -> None:
     """Manage tenants (workspaces)."""
 
@@ -114,8 +61,8 @@ def tenants_create(name: str, time_zone: str, test_mode: bool, as_json: bool) ->
         finally:
             await conn.close()
 
-    tenant = _run(work)
-    _emit(tenant, as_json, tenant.id)
+    tenant = run(work)
+    emit(tenant, as_json, tenant.id)
 
 
 @tenants.command("set-pattern")
@@ -126,8 +73,6 @@ def tenants_set_pattern(tenant: str, name: str, pattern: str) -> None:
     """Define the custom: reference pattern NAME (a regular expression over the upper-case value
     without spaces or dashes), e.g. booking '[A-Z]{3}[0-9]{3}'. Then custom:NAME:VALUE searches;
     run `pylota reindex` to find it in mail already stored."""
-    from shared.search.patterns import set_pattern
-
     async def work(settings: Settings) -> None:
         conn = await connect(settings.database_url)
         try:
@@ -136,11 +81,11 @@ def tenants_set_pattern(tenant: str, name: str, pattern: str) -> None:
         finally:
             await conn.close()
 
-    _run(work)
+    run(work)
     click.echo(f"custom:{name} set")
 
 
-@main.group()
+@click.group()
 def identities() -> None:
     """Manage identities (mailboxes)."""
 
@@ -162,11 +107,11 @@ def identities_create(tenant: str, address: str, display_name: str | None, as_js
         finally:
             await conn.close()
 
-    identity = _run(work)
-    _emit(identity, as_json, identity.id)
+    identity = run(work)
+    emit(identity, as_json, identity.id)
 
 
-@main.group()
+@click.group()
 def keys() -> None:
     """Manage API keys."""
 
@@ -201,8 +146,8 @@ def keys_create(tenant: str, identity: str | None, permissions: str, name: str |
         finally:
             await conn.close()
 
-    created = _run(work)
-    _emit(created, as_json, created["token"])
+    created = run(work)
+    emit(created, as_json, created["token"])
 
 
 @keys.command("list")
@@ -218,8 +163,8 @@ def keys_list(tenant: str, as_json: bool) -> None:
         finally:
             await conn.close()
 
-    found = _run(work)
-    _emit(found, as_json, "\n".join(
+    found = run(work)
+    emit(found, as_json, "\n".join(
         f"{k.id}  {k.token_hint}  {k.level}  {','.join(k.permissions)}"
         f"{'  revoked' if k.revoked_at else ''}" for k in found))
 
@@ -237,99 +182,18 @@ def keys_revoke(key_id: str, as_json: bool) -> None:
         finally:
             await conn.close()
 
-    revoked = _run(work)
-    _emit(revoked, as_json, f"revoked {revoked.id}")
+    revoked = run(work)
+    emit(revoked, as_json, f"revoked {revoked.id}")
 
 
-@main.command("import")
-@click.option("--identity", required=True, help="Identity id (idn_…) or address to import into.")
-@click.option("--mboxo", is_flag=True,
-              help="Read mbox files as mboxo: keep '>From ' body lines as they are.")
-@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.argument("paths", nargs=-1, required=True,
-                type=click.Path(exists=True, path_type=Path))
-def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
-               paths: tuple[Path, ...]) -> None:
-    """Import .eml files, mbox files (.mbox, .mbox.gz) and maildir folders, recursively."""
-    from redis.asyncio import Redis
-
-    from shared.mail.importer import ImportSummary, import_paths
-
-    async def work(settings: Settings) -> ImportSummary:
-        conn = await connect(settings.database_url)
-        redis = Redis.from_url(settings.redis_url)
-        try:
-            found = await tenancy.resolve_identity(conn, identity)
-            return await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
-                                      progress=not no_progress)
-        finally:
-            await redis.aclose()
-            await conn.close()
-
-    summary = _run(work)
-    if as_json:
-        click.echo(msgspec.json.encode(summary).decode())
-        return
-    click.echo(f"imported {summary.imported}, duplicates {summary.duplicates}, "
-               f"failed {len(summary.failed)}, stored with parse defects "
-               f"{len(summary.with_defects)} (listed by --json)")
-    for failure in summary.failed:
-        click.echo(f"  failed: {failure.origin}: {failure.reason}")
-
-
-@main.group()
-def embeddings() -> None:
-    """Embeddings for semantic search (computed by `pylota worker --batch`)."""
-
-
-@embeddings.command("backfill")
-@click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
-@click.option("--now", "inline", is_flag=True,
-              help="Embed here and wait, instead of leaving the queue to the batch workers.")
-def embeddings_backfill(identity: str | None, inline: bool) -> None:
-    """Queue every message without a vector of the configured model (PM_EMBEDDER), e.g. mail
-    imported before embeddings existed or before a model change."""
-    from shared.db import create_pool
-    from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
-    from shared.embeddings.store import embed_pending, enqueue_missing
-
-    async def work(settings: Settings) -> str:
-        try:
-            embedder = load_embedder(settings.pm_embedder, settings.pm_embed_threads)
-        except EmbedderUnavailable as exc:
-            raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model is unavailable: {exc}",
-                              fix="Install the packages the README lists, or set PM_EMBEDDER.") from exc
-        if embedder is None:
-            raise PylotaError(ErrorCode.INVALID_REQUEST, "PM_EMBEDDER is off: nothing to compute.",
-                              fix="Set PM_EMBEDDER=onnx.")
-        pool = await create_pool(settings.database_url, max_size=2)
-        try:
-            async with pool.acquire() as conn:
-                identity_id = (None if identity is None
-                               else (await tenancy.resolve_identity(conn, identity)).id)
-                queued = await enqueue_missing(conn, embedder.model, identity_id)
-            done = await embed_pending(pool, embedder, batch=settings.pm_embed_batch) if inline else None
-        finally:
-            await pool.close()
-        parts = [f"queued {queued} message(s) for {embedder.model}"]
-        if done is not None:
-            parts.append(f"embedded {done}")
-        return ", ".join(parts)
-
-    click.echo(_run(work))
-
-
-@main.command()
+@click.command()
 @click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def reindex(identity: str | None, as_json: bool) -> None:
     """Derive references (ref:, custom:) and triage (category, urgency, risk flags) again for
     stored mail: after `pylota migrate` adds triage to an existing database, after
     `tenants set-pattern`, or after an upgrade changes the rules. Messages stay as they are."""
-    from shared.search.indexing import reindex as rederive
-
-    async def work(settings: Settings):
+    async def work(settings: Settings) -> Reindexed:
         conn = await connect(settings.database_url)
         try:
             identity_id = (None if identity is None
@@ -338,10 +202,7 @@ def reindex(identity: str | None, as_json: bool) -> None:
         finally:
             await conn.close()
 
-    done = _run(work)
-    _emit(done, as_json, f"read {done.messages} message(s): {done.recategorised} with a new "
+    done = run(work)
+    emit(done, as_json, f"read {done.messages} message(s): {done.recategorised} with a new "
                          f"category, {done.new_references} new reference(s)")
 
-
-if __name__ == "__main__":
-    main()

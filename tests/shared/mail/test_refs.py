@@ -1,10 +1,10 @@
-"""Reference extraction and lookup forms (``shared.search.refs``): pure, no database."""
+"""Reference extraction and lookup forms (``shared.mail.refs``): pure, no database."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.search.refs import MAX_REF_CHARS, MAX_REFS, TEXT_CHARS, extract_refs, lookup_forms, normalize
+from shared.mail.refs import MAX_REF_CHARS, MAX_REFS, TEXT_CHARS, extract_refs, lookup_forms, normalize
 
 EXTRACTED = [
     ("Vehicle AB12 CDE was seen", ("plate", "AB12CDE")),

@@ -1,10 +1,7 @@
-"""What ingest does for search after a message is stored: extract its references and queue it for
-an embedding. Called once per new message by :func:`shared.mail.ingest.ingest_raw`; the batch
-worker computes the vector later (``shared.embeddings.store.embed_pending``).
+"""Deriving again what ingest derives, for mail already stored (``pylota reindex``).
 
-:func:`reindex` derives references and triage again for stored mail: for mail imported before a
-tenant added a ``custom:`` pattern, before triage existed, or before its rules changed
-(``pylota reindex``).
+:func:`reindex` extracts references and triage again: for mail imported before a tenant added a
+``custom:`` pattern, before triage existed, or before its rules changed.
 """
 
 from __future__ import annotations
@@ -12,13 +9,12 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
-from shared.embeddings.store import enqueue
+from shared.mail.patterns import identity_patterns
+from shared.mail.refs import TEXT_CHARS, count_refs, extract_refs, save_refs
 from shared.mail.store import stored_contents
-from shared.mail.triage import Triage, TriageInput, save_triage, triage
-from shared.search.patterns import identity_patterns
-from shared.search.refs import TEXT_CHARS, extract_refs, save_refs
+from shared.mail.triage import Triage, TriageInput, categories_of, save_triage, triage
 
-__all__ = ["index_message", "reindex", "Reindexed"]
+__all__ = ["reindex", "Reindexed"]
 
 #: Messages whose triage is written in one statement during a reindex.
 _TRIAGE_BATCH = 500
@@ -33,26 +29,14 @@ class Reindexed(msgspec.Struct, frozen=True, kw_only=True):
     new_references: int
 
 
-async def index_message(conn: asyncpg.Connection, identity_id: str, message_id: str,
-                        subject: str, text: str) -> None:
-    """Store the references of a new message and queue it for embedding (spec section 4.3)."""
-    patterns = await identity_patterns(conn, identity_id)
-    async with conn.transaction():
-        await save_refs(conn, identity_id, message_id, extract_refs(subject, text, patterns))
-        await enqueue(conn, identity_id, message_id)
-
-
 async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> Reindexed:
     """Extract references and triage again for every message (of ``identity_id``, or all), in one
     transaction. Reference rows already stored are kept; triage is replaced."""
     count = changed = 0
     patterns: dict[str, dict[str, str]] = {}
-    count_refs = "SELECT count(*) FROM message_refs WHERE $1::text IS NULL OR identity_id = $1"
     async with conn.transaction():
-        refs_before = await conn.fetchval(count_refs, identity_id)
-        before = {r["message_id"]: r["category"] for r in await conn.fetch(
-            "SELECT t.message_id, t.category FROM message_triage t"
-            " WHERE $1::text IS NULL OR t.identity_id = $1", identity_id)}
+        refs_before = await count_refs(conn, identity_id)
+        before = await categories_of(conn, identity_id)
         pending: dict[str, list[tuple[str, Triage]]] = {}
         async for msg in stored_contents(conn, identity_id, text_chars=TEXT_CHARS):
             idn = msg.identity_id
@@ -72,5 +56,5 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> R
             count += 1
         for idn, batch in pending.items():
             await save_triage(conn, idn, batch)
-        added = await conn.fetchval(count_refs, identity_id) - refs_before
+        added = await count_refs(conn, identity_id) - refs_before
     return Reindexed(messages=count, recategorised=changed, new_references=added)

@@ -11,20 +11,31 @@ import asyncpg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from shared.embeddings.store import enqueue
 from shared.events import NewMail, publish_new_mail
 from shared.logs import get_logger
 from shared.mail.parse import parse_message, unparsed
+from shared.mail.patterns import identity_patterns
 from shared.mail.quotes import new_text, snippet
+from shared.mail.refs import extract_refs, save_refs
 from shared.mail.store import StoreOutcome, insert_message
 from shared.mail.triage import input_of, save_triage, triage
-from shared.search.indexing import index_message
 
 __all__ = ["ingest_raw"]
 
-log = get_logger("shared.mail.ingest")
+log = get_logger("shared.ingest")
 
 #: What PostgreSQL says of a value it cannot store or index (SQLSTATE classes 22 and 54).
 _REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
+
+
+async def _index(conn: asyncpg.Connection, identity_id: str, message_id: str, subject: str,
+                 text: str) -> None:
+    """Store the references of a new message and queue it for embedding (spec section 4.3); the
+    batch worker computes the vector later (``shared.embeddings.store.embed_pending``)."""
+    patterns = await identity_patterns(conn, identity_id)
+    await save_refs(conn, identity_id, message_id, extract_refs(subject, text, patterns))
+    await enqueue(conn, identity_id, message_id)
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
@@ -57,7 +68,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
                 async with conn.transaction():
                     await save_triage(conn, identity_id,
                                       [(outcome.message_id, triage(input_of(parsed, fresh)))])
-                    await index_message(conn, identity_id, outcome.message_id, parsed.subject,
+                    await _index(conn, identity_id, outcome.message_id, parsed.subject,
                                         parsed.text)
             except Exception as exc:  # derived data must never cost the stored message
                 # Stored, not triaged or indexed: keyword search still finds it, references and

@@ -1,0 +1,50 @@
+"""``pylota serve`` and ``pylota worker``: the two long-running processes."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import click
+import uvicorn
+
+from front.app import create_app
+from shared.config import Settings
+from workers.process import is_alive, serve as serve_worker
+
+__all__ = ["serve", "worker"]
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
+def serve(host: str, port: int) -> None:
+    """Serve POST /mcp and the REST API (/v1) on uvicorn (run several behind a load balancer to
+    scale out)."""
+    app = create_app(Settings.from_env())
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+async def _run_worker(settings: Settings, batch: bool) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await serve_worker(settings, "batch" if batch else "interactive", stop)
+
+
+@click.command()
+@click.option("--check", is_flag=True,
+              help="Exit 0 when this host's worker is alive (beating in Redis), else 1 (for "
+                   "health checks).")
+@click.option("--batch", is_flag=True,
+              help="Serve the batch queue (embeddings) instead of the interactive one.")
+def worker(check: bool, batch: bool) -> None:
+    """Run a worker (scale with more processes: `docker compose up --scale worker=N`). It
+    reconnects when Redis restarts, and stops cleanly on SIGTERM."""
+    settings = Settings.from_env()
+    if check:
+        sys.exit(0 if asyncio.run(is_alive(settings, "batch" if batch else "interactive"))
+                 else 1)
+    asyncio.run(_run_worker(settings, batch))

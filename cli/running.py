@@ -1,0 +1,46 @@
+"""What every ``pylota`` command shares: running async work with settings, and printing."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+import msgspec
+
+from shared.config import Settings, SettingsError
+from shared.errors import ErrorCode, PylotaError
+from shared.logs import configure
+
+__all__ = ["run", "emit"]
+
+T = TypeVar("T")
+
+#: Fixes worded for this command line where the domain's own fix speaks to an MCP client.
+_CLI_FIX = {
+    ErrorCode.IDENTITY_NOT_FOUND: "Check the id or address; `pylota identities create --tenant "
+                                  "TENANT --address ADDRESS` makes a new identity.",
+}
+
+
+def run(work: Callable[[Settings], Awaitable[T]]) -> T:
+    """Run ``work(settings)``; on a settings or Pylota error print it and its fix, exit 2."""
+    try:
+        settings = Settings.from_env()
+        # JSON lines on stderr: stdout carries only what the command prints (--json is JSON).
+        configure(settings.pm_log_level)
+        return asyncio.run(work(settings))
+    except SettingsError as exc:
+        click.echo(f"error: {exc}", err=True)
+    except PylotaError as exc:
+        click.echo(f"error: {exc.message}\nfix: {_CLI_FIX.get(exc.code, exc.fix)}", err=True)
+    sys.exit(2)
+
+
+def emit(obj: Any, as_json: bool, text: str) -> None:
+    """Print ``obj`` as JSON with ``--json``, else ``text``."""
+    click.echo(msgspec.json.encode(obj).decode() if as_json else text)
+
+

@@ -1,0 +1,34 @@
+"""Admitting a request: the bearer key and the RL_API charge, one piece for both surfaces.
+
+Spec section 2.1 steps 5 and 6, and section 7: "Buckets are shared with REST, so a key has one
+budget whichever interface it uses". The MCP transport calls :func:`admit` at its ladder's
+authentication rung, the REST routes before anything else (``front.rest.routes``).
+"""
+
+from __future__ import annotations
+
+from front.resources import Resources
+from shared.auth.keys import Principal, authenticate
+from shared.errors import ErrorCode, PylotaError, dependency_failure
+
+__all__ = ["admit"]
+
+
+async def admit(res: Resources, authorization: str | None) -> Principal:
+    """The principal of the ``Authorization`` header value, with one RL_API unit charged.
+
+    Raises:
+        PylotaError: ``unauthenticated``, ``key_expired``, ``key_revoked`` (401),
+            ``partner_suspended`` (403), ``rate_limited`` (429, ``details.retry_after``),
+            ``unavailable`` (PostgreSQL or Redis down).
+    """
+    try:
+        async with res.db.acquire() as conn:
+            found = await authenticate(conn, authorization)
+    except PylotaError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a lost dependency, rendered by the surface
+        raise dependency_failure(exc) or PylotaError(
+            ErrorCode.INTERNAL, "Authentication failed unexpectedly.") from exc
+    await res.limits.charge("RL_API", found.key_id)
+    return found

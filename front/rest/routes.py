@@ -1,0 +1,237 @@
+"""The REST API v1: one endpoint per tool, on the same call pipeline as MCP (DESIGN.md section 2).
+
+Each endpoint of ``front.rest.endpoints`` maps an HTTP method and path to a tool, and says
+where the tool's arguments come from: path parameters (``identity_id`` becomes ``identity``), the
+query string of a ``GET`` (values read from their text forms), the JSON body of a ``POST``, and
+arguments the path fixes (``scope: "tenant"`` for ``/v1/tenants/{tenant_id}/search``). A handler
+only gathers those, admits the caller (``front.admission``: the key and RL_API, one budget with MCP), calls
+``shared.tools.call.call_tool`` and renders what it returns: the tool's result object as the
+JSON body — the same object as MCP's ``structuredContent`` — or the error envelope with its
+status (``front.rest.errors``). A worker tool streams as SSE when the client accepts
+``text/event-stream`` (``event: progress`` / ``event: result`` / ``event: error`` and
+``: keep-alive``), and is otherwise answered when it ends (long poll).
+
+Caps are the MCP ones (the same argument types decode both), so REST never allows less.
+Every request writes one ``request`` log line: surface, method, route, status, duration, key id,
+request id and error code — never arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, route
+from litestar.response import Stream
+
+from front.admission import admit
+from front.relay import Final, KeepAlive, Progress, follow
+from front.resources import Resources
+from front.rest.errors import error_response
+from front.rest.endpoints import REST_ROUTES, RestRoute
+from front.rest.openapi import openapi_document
+from shared.auth.permissions import Permission
+from shared.errors import ErrorCode, PylotaError, dependency_failure, invalid
+from shared.ids import Prefix, new_id
+from shared.logs import get_logger
+from shared.tools.call import Answer, Job, UnknownTool, call_tool
+from shared.tools.registry import ToolSpec
+from shared.tools.scope import lookup_identity
+
+__all__ = ["rest_routes", "MAX_BODY_BYTES", "OPENAPI_PATH", "LOOKUP_PATH"]
+
+log = get_logger("front.rest")
+
+#: Largest request body (spec section 2.1: the REST limit, so mail_send can carry attachments).
+MAX_BODY_BYTES = 7 * 1024 * 1024
+#: Where the OpenAPI 3.1 document of this API is served.
+OPENAPI_PATH = "/v1/openapi.json"
+#: The identity lookup by address (spec section 3), served with ``mail_list_identities``.
+LOOKUP_PATH = "/v1/identities/lookup"
+_SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def _query_arguments(request: Request[Any, Any, Any], spec: ToolSpec, rest: RestRoute
+                     ) -> dict[str, Any]:
+    """The query string as tool arguments: repeated keys and list-typed arguments as lists."""
+    lists = {name for name, prop in spec.input_schema.get("properties", {}).items()
+             if prop.get("type") == "array"}
+    out: dict[str, Any] = {}
+    for key, values in request.query_params.dict().items():
+        name = rest.query.get(key, key)
+        out[name] = values if name in lists or len(values) > 1 else values[0]
+    return out
+
+
+async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise PylotaError(ErrorCode.PAYLOAD_TOO_LARGE,
+                              f"The request body is larger than {MAX_BODY_BYTES} bytes (7 MiB).",
+                              fix="Send a smaller request: attachments count towards the limit.",
+                              details={"limit_bytes": MAX_BODY_BYTES})
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        body = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        raise invalid("body", "The body is not valid JSON.",
+                      "Send the arguments as one JSON object with Content-Type: "
+                      "application/json.") from None
+    if not isinstance(body, dict):
+        raise invalid("body", "The body must be a JSON object.",
+                      "Send the arguments as one JSON object.")
+    return body
+
+
+def _arguments_from_path(rest: RestRoute, params: Mapping[str, Any], arguments: dict[str, Any]
+                         ) -> dict[str, Any]:
+    for name in (*rest.path_args.values(), *rest.fixed):
+        if name in arguments:
+            raise invalid(name, f"{name} is given by the URL path of this endpoint.",
+                          f"Leave {name} out of the request.")
+    return {**arguments, **{arg: params[p] for p, arg in rest.path_args.items()}, **rest.fixed}
+
+
+def _json(value: Any, status: int, request_id: str) -> Response[bytes]:
+    return Response(content=msgspec.json.encode(value), status_code=status,
+                    media_type="application/json", headers={"x-request-id": request_id})
+
+
+def _event(name: str, data: Any) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
+
+
+async def _sse(res: Resources, job: Job, request_id: str) -> AsyncIterator[bytes]:
+    outcome, code = "cancelled", None
+    try:
+        async for event in follow(res, job):
+            if isinstance(event, Progress):
+                yield _event("progress", {"progress": event.progress, "total": event.total,
+                                          "message": event.message})
+            elif isinstance(event, KeepAlive):
+                yield b": keep-alive\n\n"
+            elif isinstance(event.value, PylotaError):
+                outcome, code = "error", event.value.code.value
+                yield _event("error", event.value.envelope(request_id))
+            else:
+                outcome = "ok"
+                yield _event("result", event.value)
+    finally:
+        job.finish(outcome, code)  # type: ignore[arg-type]
+
+
+async def _long_poll(res: Resources, job: Job, request_id: str) -> Response[bytes]:
+    final: Final | None = None
+    try:
+        async for event in follow(res, job):
+            if isinstance(event, Final):
+                final = event
+    finally:
+        code = final.value.code.value if final and isinstance(final.value, PylotaError) else None
+        job.finish("cancelled" if final is None else "error" if code else "ok", code)
+    if final is None or isinstance(final.value, PylotaError):
+        return error_response(final.value if final is not None else PylotaError(
+            ErrorCode.UNAVAILABLE, "The call was cancelled."), request_id)
+    return _json(final.value, 200, request_id)
+
+
+async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[str, Any], *,
+                 rest: RestRoute) -> Response[Any]:
+    res: Resources = request.app.state.resources
+    principal = await admit(res, request.headers.get("authorization"))
+    fields.update(key_id=principal.key_id, identity_id=principal.identity_id)
+    spec = next(t for t in res.tools if t.name == rest.tool)
+    gathered = _query_arguments(request, spec, rest) if rest.method == "GET" \
+        else await _body_arguments(request)
+    arguments = _arguments_from_path(rest, request.path_params, gathered)
+    outcome = await call_tool(res.calls, principal, rest.tool, arguments, request_id=request_id,
+                              surface="rest", method=f"{rest.method} {rest.path}",
+                              from_query=rest.method == "GET")
+    if isinstance(outcome, UnknownTool):
+        raise PylotaError(ErrorCode.PERMISSION_DENIED,
+                          f"This key may not call {rest.tool}.",
+                          fix=f"Use a key with the {spec.permission.value} permission (and, "
+                              "where the tool needs it, a tenant or identity key).")
+    if isinstance(outcome, PylotaError):
+        raise outcome
+    if isinstance(outcome, Answer):
+        return _json(msgspec.to_builtins(outcome.value), rest.status, request_id)
+    if "text/event-stream" in request.headers.get("accept", ""):
+        fields["streaming"] = True
+        return Stream(_sse(res, outcome, request_id), status_code=200,
+                      media_type="text/event-stream; charset=utf-8",
+                      headers={**_SSE_HEADERS, "x-request-id": request_id})
+    return await _long_poll(res, outcome, request_id)
+
+
+Serve = Callable[[Request[Any, Any, Any], str, dict[str, Any]], Awaitable[Response[Any]]]
+
+
+def _logged(path: str, method: str, serve: Serve, name: str) -> Any:
+    """A route handler running ``serve`` with a request id, one ``request`` log line, and every
+    failure rendered as the error envelope."""
+
+    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
+        request_id = new_id(Prefix.REQUEST)
+        started = time.monotonic()
+        fields: dict[str, Any] = {"surface": "rest", "request_id": request_id,
+                                  "http_method": request.method, "route": path}
+        try:
+            response = await serve(request, request_id, fields)
+        except Exception as exc:  # noqa: BLE001 - every failure is the envelope
+            error = dependency_failure(exc) or PylotaError(
+                ErrorCode.INTERNAL, "The request failed unexpectedly.")
+            if not isinstance(exc, PylotaError):
+                fields["exception"] = type(exc).__name__
+            fields["error_code"] = error.code.value
+            response = error_response(error, request_id)
+        log.info("request", **fields, status=response.status_code,
+                 duration_ms=round((time.monotonic() - started) * 1000, 1))
+        return response
+
+    handle.__name__ = name
+    return route(path, http_method=[method], include_in_schema=False)(handle)
+
+
+async def _lookup(request: Request[Any, Any, Any], request_id: str, fields: dict[str, Any]
+                  ) -> Response[Any]:
+    """``GET /v1/identities/lookup?address=…``: the identity owning an address (spec section 3)."""
+    res: Resources = request.app.state.resources
+    principal = await admit(res, request.headers.get("authorization"))
+    fields.update(key_id=principal.key_id, identity_id=principal.identity_id)
+    if Permission.IDENTITIES_READ not in principal.permissions:
+        raise PylotaError(ErrorCode.PERMISSION_DENIED, "This key may not read identities.",
+                          fix="Use a key with the identities:read permission.")
+    address = request.query_params.get("address")
+    if not address or len(address) > 254:
+        raise invalid("address", "address is required (at most 254 characters).",
+                      "Pass ?address=desk@example.com.")
+    async with res.db.acquire() as conn:
+        found = await lookup_identity(conn, principal, address)
+    return _json(msgspec.to_builtins(found), 200, request_id)
+
+
+def rest_routes(tools: Sequence[ToolSpec]) -> list[Any]:
+    """The route handlers of the REST API for the tools served, and its OpenAPI document."""
+    served = {t.name for t in tools}
+    routes = [r for r in REST_ROUTES if r.tool in served]
+    document = openapi_document(routes, tools)
+
+    @get(OPENAPI_PATH, include_in_schema=False)
+    async def openapi() -> Response[bytes]:
+        """The OpenAPI 3.1 document of this API, generated from the tools' types."""
+        return Response(content=msgspec.json.encode(document), media_type="application/json")
+
+    handlers = [_logged(r.path, r.method, functools.partial(_serve, rest=r),
+                        f"{r.method.lower()}_{r.tool}_{n}") for n, r in enumerate(routes)]
+    if "mail_list_identities" in served:
+        handlers.append(_logged(LOOKUP_PATH, "GET", _lookup, "get_identity_lookup"))
+    return [*handlers, openapi]

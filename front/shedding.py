@@ -1,0 +1,84 @@
+"""Load shedding: past a ceiling of requests in progress, answer 503 at once (issue 9).
+
+A front that accepts every request queues them on its pool and its two cores without bound:
+under a burst, every caller waits longer and longer, and nothing else is served. The ASGI
+middleware :class:`Shedding` counts the requests this process is **working on** — from arrival
+until their response starts; a stream that has started answering (an SSE relay) no longer
+counts — and, past ``pm_max_in_flight``, answers 503 with ``Retry-After`` straight away, without
+reading the body: a JSON-RPC error (-32603, ``data`` the ``unavailable`` envelope, ``id: null``)
+on ``/mcp``, the REST error envelope elsewhere (spec section 2.4; DESIGN.md section 5.5). Each
+refusal writes its ``request`` log line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from shared.errors import ErrorCode, PylotaError
+from shared.ids import Prefix, new_id
+from shared.logs import get_logger
+
+__all__ = ["Shedding", "RETRY_AFTER_SECONDS"]
+
+log = get_logger("front.shedding")
+
+#: ``Retry-After`` of a shed request: one second is about how long a burst takes to drain.
+RETRY_AFTER_SECONDS = 1
+
+
+def _refusal(path: str, request_id: str) -> bytes:
+    error = PylotaError(ErrorCode.UNAVAILABLE, "The server is at capacity.",
+                        fix="Retry after the Retry-After seconds.")
+    envelope = msgspec.to_builtins(error.envelope(request_id))
+    if path == "/mcp":
+        return msgspec.json.encode({"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32603, "message": error.message, "data": envelope}})
+    return msgspec.json.encode(envelope)
+
+
+class Shedding:
+    """ASGI middleware refusing work past ``ceiling`` requests in progress."""
+
+    def __init__(self, app: ASGIApp, ceiling: int) -> None:
+        self.app = app
+        self.ceiling = ceiling
+        self.working = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.working >= self.ceiling:
+            request_id = new_id(Prefix.REQUEST)
+            body = _refusal(scope["path"], request_id)
+            await send({"type": "http.response.start", "status": 503, "headers": [
+                (b"content-type", b"application/json"),
+                (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
+                (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            log.info("request", request_id=request_id, http_method=scope.get("method"),
+                     path=scope["path"], status=503, error_code="shed")
+            return
+        self.working += 1
+        counted = True
+
+        async def sending(message: Message) -> None:
+            nonlocal counted
+            if counted and message["type"] == "http.response.start":
+                counted = False
+                self.working -= 1
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if counted:
+                self.working -= 1
+
+
+def shedding(ceiling: int) -> Any:
+    """The middleware factory Litestar takes (``middleware=[shedding(n)]``)."""
+    return lambda app: Shedding(app, ceiling)

@@ -1,0 +1,106 @@
+"""The jobs workers run: one registry that the front enqueues from and the workers serve.
+
+A :class:`JobSpec` is data, like a tool: its arq function name (a constant of
+``shared.events``, registered with arq's explicit ``func(name=…)``), its queue, the Struct its
+payload decodes into, the domain coroutine that does the work, and its deadline. Workers build
+their function lists from :data:`JOBS` (``workers/runner.py``); tools hand the front a
+:class:`JobRequest` naming one (``shared.tools.call``).
+
+Two kinds of job:
+
+- **call jobs** (``payload`` set) serve one tool call: ``run(env, payload, control)`` returns the
+  tool's result Struct; the runner streams progress and the result or error to the caller.
+- **drain jobs** (``payload`` None) empty a PostgreSQL work queue: ``run(env)`` returns how many
+  items it did. Each is enqueued under one fixed job id (arq's dedupe key), so at most one is
+  queued or running per deployment and ticks never pile up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+
+from shared.config import Settings
+from shared.control import Control
+from shared.db import Database
+from shared.embeddings.embedder import Embedder
+from shared.embeddings.store import embed_pending
+from shared.events import JOB_EMBED, JOB_MAIL_WAIT, NewMail, Queue
+from shared.mail.waiting import WaitRequest, wait_for_message
+from shared.pubsub import Subscriptions
+
+__all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
+           "DEADLINE_GRACE_SECONDS"]
+
+#: Seconds past a call job's own seconds before the runner ends it as too slow; arq's timeout is
+#: a job's deadline plus twice this, and a front gives up on a started job after its seconds
+#: plus twice this.
+DEADLINE_GRACE_SECONDS = 2.0
+#: Messages one embedding drain run embeds at most (about a minute of the ONNX model on 2
+#: cores), so a run ends and the next picks up what arrived meanwhile.
+EMBED_RUN_MESSAGES = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnv:
+    """What a job may use, built once per worker process.
+
+    ``new_mail`` is the worker's one subscription to every identity's new-mail channel;
+    ``embedder`` is loaded on batch workers only (None where it could not load).
+    """
+
+    db: Database
+    redis: Redis
+    settings: Settings
+    new_mail: Subscriptions[NewMail]
+    embedder: Embedder | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One kind of job (see the module docstring)."""
+
+    name: str
+    queue: Queue
+    run: Callable[..., Awaitable[Any]]
+    deadline_seconds: float
+    payload: type[msgspec.Struct] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a worker tool's handler returns: the job to run, its payload, and the seconds the
+    work may take (at most the job's ``deadline_seconds``)."""
+
+    job: JobSpec
+    payload: msgspec.Struct
+    seconds: float
+
+
+async def _wait(env: JobEnv, request: WaitRequest, control: Control) -> Any:
+    return await wait_for_message(env.db, env.new_mail, request, control,
+                                  heartbeat=env.settings.pm_stream_heartbeat_seconds)
+
+
+async def _embed(env: JobEnv) -> int:
+    if env.embedder is None:  # the model could not load: messages stay queued
+        return 0
+    return await embed_pending(env.db, env.embedder, batch=env.settings.pm_embed_batch,
+                               limit=EMBED_RUN_MESSAGES)
+
+
+JOBS: tuple[JobSpec, ...] = (
+    # mail_wait waits at most 60 s (spec section 7).
+    JobSpec(name=JOB_MAIL_WAIT, queue="interactive", run=_wait, deadline_seconds=60.0,
+            payload=WaitRequest),
+    # One run embeds EMBED_RUN_MESSAGES, about a minute on 2 cores; 30 minutes is a stuck run.
+    JobSpec(name=JOB_EMBED, queue="batch", run=_embed, deadline_seconds=1800.0),
+)
+
+
+#: The registered jobs by arq function name.
+JOBS_BY_NAME: dict[str, JobSpec] = {job.name: job for job in JOBS}

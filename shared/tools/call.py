@@ -1,0 +1,289 @@
+"""One tool call, whatever surface it came in on (DESIGN.md section 2, "One call, two surfaces").
+
+:func:`call_tool` does the whole call once, in this order:
+
+1. find the tool among those the key may use (spec section 3); any other name, existing or not,
+   is :class:`UnknownTool`, so a missing permission is never a tool error;
+2. decode the arguments strictly into the tool's argument Struct (the same types that publish
+   the ``inputSchema``: ``shared.tools.schema``), and range-check date-times, which no schema
+   can bound but PostgreSQL refuses past its range; a failure is one ``invalid_request`` naming
+   the field and what a valid value looks like;
+3. charge the tool's own bucket (RL_SEARCH, RL_AGENTIC, RL_SEND, RL_SIGN; RL_API was charged
+   when the request was admitted, ``front/admission.py``);
+4. run an inline tool within ``pm_request_deadline_seconds``, or take a worker tool's
+   :class:`~shared.jobs.JobRequest` and hand back a :class:`Job`;
+5. log one ``tool_call`` line (spec section 7): surface, method, tool, key id, identity id,
+   request id, duration, outcome, error code and, for a call with a string ``q``, its ``query_hash`` —
+   never the arguments. A job's line is written when its caller reports how it ended
+   (:meth:`Job.finish`).
+
+It returns an :class:`Answer`, a :class:`~shared.errors.PylotaError`, a :class:`Job` or an
+:class:`UnknownTool`; the MCP transport and the REST routes only render that. Failures of
+PostgreSQL or Redis become ``unavailable`` (``shared.errors.dependency_failure``); anything else
+unexpected is ``internal``, logged with the exception's type and where it was raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+import msgspec
+from redis.asyncio import Redis
+
+from shared.auth.keys import Principal
+from shared.config import Settings
+from shared.control import UNSTOPPABLE, Control
+from shared.db import Database
+from shared.errors import ErrorCode, PylotaError, dependency_failure, invalid
+from shared.jobs import JobRequest
+from shared.logs import get_logger, query_hash
+from shared.ratelimit import RateLimits
+from shared.tools.context import ToolContext
+from shared.tools.registry import ToolSpec, visible_to
+
+__all__ = ["CallEnv", "Answer", "Job", "UnknownTool", "Outcome", "call_tool", "Surface"]
+
+log = get_logger("shared.tools.call")
+
+Surface = Literal["mcp", "rest"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallEnv:
+    """What a tool call may use, built once per front process."""
+
+    db: Database
+    redis: Redis
+    limits: RateLimits
+    settings: Settings
+    tools: Sequence[ToolSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An inline tool's result: its result Struct, or content blocks for a content tool."""
+
+    tool: ToolSpec
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownTool:
+    """The key may not call ``name``, or no such tool exists (the same answer, spec section 3)."""
+
+    name: object
+
+
+@dataclass(slots=True)
+class Job:
+    """A worker tool's call, checked and charged, ready for the job runner.
+
+    ``request`` names the job, its payload and its seconds; the surface relays the job's events
+    and calls :meth:`finish` once, however the call ended.
+    """
+
+    tool: ToolSpec
+    request: JobRequest
+    request_id: str
+    _fields: dict[str, Any]
+    _started: float
+    _finished: bool = field(default=False)
+
+    def finish(self, outcome: Literal["ok", "error", "cancelled"],
+               error_code: str | None = None) -> None:
+        """Write the call's ``tool_call`` line (once; later calls do nothing)."""
+        if not self._finished:
+            self._finished = True
+            _log(self._fields, self._started, outcome, error_code)
+
+
+Outcome = Answer | PylotaError | Job | UnknownTool
+
+
+def _log(fields: dict[str, Any], started: float, outcome: str, error_code: str | None,
+         **extra: Any) -> None:
+    log.info("tool_call", **fields, outcome=outcome, error_code=error_code,
+             duration_ms=round((time.monotonic() - started) * 1000, 1), **extra)
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` where ``exc`` was raised: enough to find a bug, with no values in it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
+
+
+async def call_tool(env: CallEnv, principal: Principal, name: object, arguments: object, *,
+                    request_id: str, surface: Surface, method: str, from_query: bool = False,
+                    control: Control = UNSTOPPABLE) -> Outcome:
+    """Run the tool call ``name(arguments)`` for ``principal``; see the module docstring.
+
+    Args:
+        method: what the surface calls it, for the log line (``tools/call``, or the REST
+            method and route).
+        from_query: the arguments come from a URL query string, where every value is text:
+            numbers, booleans and date-times are read from their text forms (REST ``GET``).
+        control: where an inline tool reports progress (the MCP transport streams it).
+    """
+    visible = {t.name: t for t in visible_to(principal, env.tools)}
+    spec = visible.get(name) if isinstance(name, str) else None
+    if spec is None:
+        return UnknownTool(name)
+    started = time.monotonic()
+    fields: dict[str, Any] = {"surface": surface, "method": method, "tool": spec.name,
+                              "key_id": principal.key_id, "identity_id": principal.identity_id,
+                              "request_id": request_id}
+    if isinstance(arguments, dict) and isinstance(arguments.get("q"), str):
+        fields["query_hash"] = query_hash(env.settings.pm_hash_key, arguments["q"])
+    try:
+        args = decode_arguments(spec, arguments, from_query=from_query)
+        if spec.bucket is not None:
+            await env.limits.charge(spec.bucket, principal.key_id)
+        ctx = ToolContext(db=env.db, redis=env.redis, settings=env.settings,
+                          principal=principal, request_id=request_id, control=control)
+        async with asyncio.timeout(env.settings.pm_request_deadline_seconds):
+            value = await spec.handler(ctx, args)
+    except PylotaError as exc:
+        _log(fields, started, "error", exc.code.value)
+        return exc
+    except TimeoutError:
+        error = PylotaError(
+            ErrorCode.UNAVAILABLE,
+            f"The call took longer than {env.settings.pm_request_deadline_seconds:g} s.",
+            fix="Retry; narrow the request (fewer items, a more specific query) if it keeps "
+                "timing out.")
+        _log(fields, started, "error", error.code.value)
+        return error
+    except Exception as exc:  # noqa: BLE001 - every failure is rendered, never raised
+        error = dependency_failure(exc) or PylotaError(ErrorCode.INTERNAL,
+                                                       "The tool failed unexpectedly.")
+        _log(fields, started, "error", error.code.value, exception=type(exc).__name__,
+             where=_where(exc))
+        return error
+    if isinstance(value, JobRequest):
+        return Job(tool=spec, request=value, request_id=request_id, _fields=fields,
+                   _started=started)
+    _log(fields, started, "ok", None)
+    return Answer(tool=spec, value=value)
+
+
+# --- Decoding ---------------------------------------------------------------------------------
+
+
+def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = False
+                     ) -> msgspec.Struct:
+    """``arguments`` decoded into ``spec.args``, strictly, as its inputSchema says ("5" is not
+    an integer, 1 is not a date-time), except that JSON Schema's integer admits 10.0.
+
+    Raises:
+        PylotaError: ``invalid_request`` naming the field (``details.path``) and the fix.
+    """
+    if not isinstance(arguments, dict):
+        raise invalid("arguments", "arguments must be an object.",
+                      "Pass the tool's arguments as a JSON object.")
+    if (where := _nul_path(arguments)) is not None:
+        raise invalid(where, f"{where} contains a NUL character.",
+                      f"Remove the \\u0000 characters from {where}.")
+    try:
+        args = msgspec.convert(_integral(arguments), spec.args, strict=not from_query)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, spec) from None
+    _check_instants(args)
+    return args
+
+
+def _integral(value: Any) -> Any:
+    """``value`` with every integral float (10.0) made an int, at any depth."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+def _nul_path(value: Any, path: str = "") -> str | None:
+    """The path of the first string holding U+0000, which JSON allows and PostgreSQL text
+    does not."""
+    if isinstance(value, str):
+        return (path or "arguments") if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return f"{path}.{key!r}".lstrip(".")
+        child = f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]"
+        if (found := _nul_path(item, child)) is not None:
+            return found.lstrip(".")
+    return None
+
+
+def _check_instants(value: Any, path: str = "") -> None:
+    """Every date-time in the decoded arguments exists in UTC: ``0001-01-01T00:00:00+14:00``
+    is a valid RFC 3339 string but a year-0 instant, which PostgreSQL and Python refuse."""
+    if isinstance(value, datetime):
+        try:
+            value.astimezone(timezone.utc)
+        except OverflowError:
+            raise invalid(path, f"{path} is out of range once converted to UTC.",
+                          f"Give {path} between years 0001 and 9999 in UTC, "
+                          "e.g. 2026-09-01T00:00:00Z.") from None
+    elif isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            _check_instants(getattr(value, name), f"{path}.{name}".lstrip("."))
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            _check_instants(item, f"{path}[{n}]")
+
+
+def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaError:
+    """One ``invalid_request`` naming the argument and how to fix it (spec section 5)."""
+    # msgspec says "... - at `$.limit`"; the path is what a model needs to fix its call.
+    message, _, where = str(exc).partition(" - at `")
+    path = where.rstrip("`").removeprefix("$.").removeprefix("$") or "arguments"
+    properties = spec.input_schema.get("properties", {})
+    schema = properties.get(path.split(".")[0].split("[")[0], {})
+    if message.startswith("Object contains unknown field"):
+        path = ".".join(p for p in (path if path != "arguments" else "",
+                                     message.rsplit("`", 2)[-2]) if p)
+        fix = f"Remove {path}; {spec.name} takes only: {', '.join(properties)}."
+    elif message.startswith("Object missing required field"):
+        missing = message.rsplit("`", 2)[-2]
+        path = ".".join(p for p in (path if path != "arguments" else "", missing) if p)
+        fix = f"Pass {path}; {spec.name} requires: {', '.join(spec.input_schema.get('required', []))}."
+    elif schema.get("format") == "date-time":
+        fix = f"Give {path} as an RFC 3339 date-time with an offset, e.g. 2026-09-01T00:00:00Z."
+    else:
+        fix = _schema_fix(path, schema["items"] if "[" in path and "items" in schema else schema)
+    return PylotaError(ErrorCode.INVALID_REQUEST, f"Invalid argument {path}: {message}.",
+                       fix=fix, details={"path": path})
+
+
+def _schema_fix(path: str, schema: dict[str, Any]) -> str:
+    """What a valid value of ``path`` looks like, read from its JSON Schema."""
+    if "enum" in schema:
+        return f"Use one of {', '.join(json.dumps(v) for v in schema['enum'])} for {path}."
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        noun = "a whole number" if kind == "integer" else "a number"
+        span = (f" from {low} to {high}" if low is not None and high is not None
+                else f" of at least {low}" if low is not None
+                else f" of at most {high}" if high is not None else "")
+        return f"Give {path} as {noun}{span}."
+    if kind == "boolean":
+        return f"Give {path} as true or false."
+    if kind == "string" and "pattern" in schema:
+        return f"Give {path} as a string matching {schema['pattern']}."
+    if kind == "string" and "maxLength" in schema:
+        return f"Give {path} as a string of at most {schema['maxLength']} characters."
+    if kind == "array" and "maxItems" in schema:
+        return f"Give {path} as a list of at most {schema['maxItems']} items."
+    return f"Correct {path} to match the tool's inputSchema."

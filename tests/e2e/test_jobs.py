@@ -1,0 +1,93 @@
+"""Worker tools end cleanly, never at their deadline (issue 8): a worker killed with SIGKILL
+mid-``mail_wait`` ends the client's call — the official Python SDK, in both eras — with a
+retryable ``unavailable`` tool error within the job heartbeat plus 2 s; with no worker running, a
+call is refused at once instead of queued."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import msgspec
+import pytest
+from redis.asyncio import Redis
+
+from shared.events import workers_key
+from tests.conftest import NAMESPACE, REDIS_URL, ROOT, running_front, settings_for
+from tests.e2e.harness import sdk_client
+from tests.e2e.transport_kit import keyed_identity
+
+#: The heartbeat the test chooses (PM_JOB_HEARTBEAT_SECONDS); the bound is this plus 2 s.
+HEARTBEAT = 1.0
+
+
+def envelope(result) -> dict:
+    return msgspec.json.decode(result.content[0].text)["error"]
+
+
+async def start_worker(db_url: str) -> subprocess.Popen:
+    """``pylota worker`` as an operator starts it, returning once it beats in Redis."""
+    env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": REDIS_URL,
+           "PM_NAMESPACE": NAMESPACE, "PM_JOB_HEARTBEAT_SECONDS": str(HEARTBEAT),
+           "PM_STREAM_HEARTBEAT_SECONDS": "0.2", "PM_EMBEDDER": "hash"}
+    process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    redis = Redis.from_url(REDIS_URL)
+    try:
+        async with asyncio.timeout(30):
+            before = await redis.zcard(workers_key(NAMESPACE, "interactive"))
+            while await redis.zcard(workers_key(NAMESPACE, "interactive")) <= before:
+                assert process.poll() is None, "the worker exited"
+                await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
+    return process
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_worker_killed_mid_wait_ends_the_call_retryably_within_the_heartbeat(
+        db_url, conn, mode):
+    _, _, _, token = await keyed_identity(conn, "desk@acme.example")
+    settings = settings_for(db_url, pm_job_heartbeat_seconds=HEARTBEAT,
+                            pm_stream_heartbeat_seconds=0.2)
+    worker = await start_worker(db_url)
+    try:
+        async with running_front(settings) as url, sdk_client(url, token, mode) as client:
+            waiting = asyncio.Event()
+
+            async def on_progress(progress: float, total: float | None, message: str | None):
+                waiting.set()  # the job is running on the worker
+
+            call = asyncio.create_task(client.call_tool(
+                "mail_wait", {"timeout_seconds": 30}, progress_callback=on_progress))
+            async with asyncio.timeout(15):
+                await waiting.wait()
+            worker.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            async with asyncio.timeout(15):
+                result = await call
+            elapsed = time.monotonic() - killed
+    finally:
+        worker.kill()
+        worker.wait(10)
+    assert result.is_error
+    error = envelope(result)
+    assert error["code"] == "unavailable" and error["retryable"] is True
+    assert "worker" in error["message"]
+    assert elapsed <= HEARTBEAT + 2, f"ended {elapsed:.2f} s after the kill"
+
+
+async def test_with_no_worker_a_wait_is_refused_at_once(db_url, conn):
+    _, _, _, token = await keyed_identity(conn, "desk@acme.example")
+    settings = settings_for(db_url, pm_namespace=f"{NAMESPACE}-noworker")
+    async with running_front(settings) as url, sdk_client(url, token) as client:
+        started = time.monotonic()
+        result = await client.call_tool("mail_wait", {"timeout_seconds": 30})
+        took = time.monotonic() - started
+    assert result.is_error and envelope(result)["code"] == "unavailable"
+    assert "No worker" in envelope(result)["message"]
+    assert took < 2  # refused when asked, not after the 30 s or any deadline

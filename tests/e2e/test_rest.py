@@ -1,0 +1,207 @@
+"""The REST API v1 on the one call pipeline (issue 8), through a real uvicorn, arq worker and the
+official MCP Python SDK beside it: every tool returns the same object on both surfaces, errors
+are the spec section 5 envelope with the DESIGN.md section 5.5 statuses, a key has one RL_API
+budget across both, and a worker tool streams as SSE or answers a long poll."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from shared.auth.keys import create_key
+from shared.auth.permissions import Permission
+from shared.errors import ErrorCode, RETRYABLE, STATUS
+from shared.ingest.importer import import_paths
+from shared.tools.registry import TOOLS
+from tests.conftest import ROOT, running_front, running_worker, settings_for
+from tests.e2e.harness import sdk_client
+from tests.e2e.transport_kit import keyed_identity
+
+DEMO = ROOT / "demo" / "brightwell.mbox"
+
+
+@pytest.fixture
+async def demo(db_url, conn):
+    """The demo mailbox imported through the importer, an identity key and a tenant key, a front
+    and a worker."""
+    tenant_id, identity_id, _, token = await keyed_identity(conn, "desk@pylota.example")
+    _, tenant_token = await create_key(conn, tenant_id=tenant_id, identity_id=None,
+                                       permissions=list(Permission))
+    summary = await import_paths(conn, None, identity_id, [DEMO])
+    assert summary.imported > 5 and not summary.failed
+    settings = settings_for(db_url, pm_stream_heartbeat_seconds=0.3, pm_embedder="hash")
+    async with running_front(settings) as url, running_worker(settings):
+        async with httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=30) as http:
+            yield {"url": url, "http": http, "token": token, "tenant_token": tenant_token,
+                   "tenant_id": tenant_id, "identity_id": identity_id}
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def without_clock(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` without the instant the call was served at (``as_of``), which differs by call."""
+    return {k: v for k, v in result.items() if k != "as_of"}
+
+
+async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
+    http, idn = demo["http"], demo["identity_id"]
+    message_id, thread_id = await conn.fetchrow(
+        "SELECT id, thread_id FROM messages WHERE identity_id = $1 ORDER BY id LIMIT 1", idn)
+    since = (datetime.now(timezone.utc) - timedelta(days=1)).isoformat()
+    cases: dict[str, tuple[dict[str, Any], str, str, dict[str, Any]]] = {
+        "mail_list_identities": ({"limit": 5}, "GET", "/v1/identities", {"limit": 5}),
+        "mail_search": ({"q": "invoice", "mode": "keyword"}, "POST",
+                        f"/v1/identities/{idn}/search", {"q": "invoice", "mode": "keyword"}),
+        "mail_get_thread": ({"thread_id": thread_id}, "GET", f"/v1/threads/{thread_id}", {}),
+        "mail_get_message": ({"message_id": message_id, "include_headers": True}, "GET",
+                             f"/v1/messages/{message_id}", {"include_headers": "true"}),
+        "mail_find_related": ({"message_id": message_id, "limit": 3}, "GET",
+                              f"/v1/messages/{message_id}/related", {"limit": "3"}),
+        "mail_search_contacts": ({"q": "bright"}, "GET", f"/v1/identities/{idn}/contacts",
+                                 {"q": "bright"}),
+        "mail_wait": ({"since": since, "timeout_seconds": 5}, "GET",
+                      f"/v1/identities/{idn}/wait", {"since": since, "timeout": "5"}),
+    }
+    assert set(cases) == {t.name for t in TOOLS}, "every tool needs its REST case here"
+    async with sdk_client(demo["url"], demo["token"]) as client:
+        for name, (arguments, method, path, rest_args) in cases.items():
+            over_mcp = await client.call_tool(name, arguments)
+            assert not over_mcp.is_error, (name, over_mcp.content)
+            if method == "GET":
+                response = await http.get(path, params=rest_args, headers=auth(demo["token"]))
+            else:
+                response = await http.post(path, json=rest_args, headers=auth(demo["token"]))
+            assert response.status_code == 200, (name, response.text)
+            assert response.headers["content-type"] == "application/json"
+            assert without_clock(response.json()) == without_clock(over_mcp.structured_content), name
+
+
+async def test_errors_are_the_envelope_with_the_codes_status(demo):
+    http = demo["http"]
+    missing = await http.get("/v1/identities", headers=auth("pmk_live_nope"))
+    assert missing.status_code == STATUS[ErrorCode.UNAUTHENTICATED] == 401
+    assert missing.headers["www-authenticate"].startswith('Bearer realm="pylota-mail"')
+    assert missing.json()["error"]["code"] == "unauthenticated"
+
+    bad = await http.post(f"/v1/identities/{demo['identity_id']}/search",
+                          json={"q": "x", "limit": 99}, headers=auth(demo["token"]))
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert error["code"] == "invalid_request" and error["details"] == {"path": "limit"}
+    assert "1 to 25" in error["fix"] and error["request_id"].startswith("req_")
+    assert bad.headers["x-request-id"] == error["request_id"]
+
+    not_json = await http.post(f"/v1/identities/{demo['identity_id']}/search",
+                               content=b"{", headers=auth(demo["token"]))
+    assert not_json.status_code == 400 and not_json.json()["error"]["details"] == {"path": "body"}
+
+    elsewhere = await http.get("/v1/messages/msg_01J9Z3Z3Z3Z3Z3Z3Z3Z3Z3Z3Z3",
+                               headers=auth(demo["token"]))
+    assert elsewhere.status_code == 404
+    assert elsewhere.json()["error"]["code"] == "message_not_found"
+
+    unknown = await http.get("/v1/nothing-here", headers=auth(demo["token"]))
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "invalid_request"
+
+    twice = await http.post(f"/v1/identities/{demo['identity_id']}/search",
+                            json={"q": "x", "identity": "someone"}, headers=auth(demo["token"]))
+    assert twice.status_code == 400 and twice.json()["error"]["details"] == {"path": "identity"}
+
+
+async def test_a_key_without_the_permission_gets_permission_denied(demo, conn):
+    _, token = await create_key(conn, tenant_id=demo["tenant_id"],
+                                identity_id=demo["identity_id"],
+                                permissions=[Permission.IDENTITIES_READ])
+    refused = await demo["http"].post(f"/v1/identities/{demo['identity_id']}/search",
+                                      json={"q": "x"}, headers=auth(token))
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "permission_denied"
+    assert "search:read" in refused.json()["error"]["fix"]
+
+
+async def test_tenant_search_and_identity_lookup(demo):
+    http, headers = demo["http"], auth(demo["tenant_token"])
+    found = await http.get("/v1/identities/lookup", params={"address": "DESK@pylota.example"},
+                           headers=headers)
+    assert found.status_code == 200 and found.json()["id"] == demo["identity_id"]
+    nobody = await http.get("/v1/identities/lookup", params={"address": "x@y.example"},
+                            headers=headers)
+    assert nobody.status_code == 404 and nobody.json()["error"]["code"] == "identity_not_found"
+    tenant = await http.post(f"/v1/tenants/{demo['tenant_id']}/search",
+                             json={"q": "invoice", "mode": "keyword"}, headers=headers)
+    assert tenant.status_code == 200, tenant.text
+    assert {h["identity_id"] for h in tenant.json()["hits"]} == {demo["identity_id"]}
+    denied = await http.post(f"/v1/tenants/{demo['tenant_id']}/search", json={"q": "x"},
+                             headers=auth(demo["token"]))
+    assert denied.status_code == 403 and denied.json()["error"]["code"] == "scope_denied"
+
+
+async def test_wait_streams_as_sse_or_answers_a_long_poll(demo):
+    http, path = demo["http"], f"/v1/identities/{demo['identity_id']}/wait"
+    events: list[tuple[str, Any]] = []
+    async with http.stream("GET", path, params={"timeout": "1"},
+                           headers={**auth(demo["token"]), "Accept": "text/event-stream"}) as sse:
+        assert sse.status_code == 200
+        assert sse.headers["content-type"].startswith("text/event-stream")
+        name = None
+        async with asyncio.timeout(15):
+            async for line in sse.aiter_lines():
+                if line.startswith("event: "):
+                    name = line[len("event: "):]
+                elif line.startswith("data: "):
+                    events.append((name, msgspec.json.decode(line[len("data: "):])))
+    assert events[-1][0] == "result" and events[-1][1]["timed_out"] is True
+    assert [e for e, _ in events[:-1]] and {e for e, _ in events[:-1]} == {"progress"}
+    assert all(d["total"] == 1.0 for _, d in events[:-1])
+
+    polled = await http.get(path, params={"timeout": "1"}, headers=auth(demo["token"]))
+    assert polled.status_code == 200 and polled.json()["timed_out"] is True
+    bad = await http.get(path, params={"timeout": "0"}, headers=auth(demo["token"]))
+    assert bad.status_code == 400 and bad.json()["error"]["details"] == {"path": "timeout_seconds"}
+
+
+async def test_one_rl_api_budget_across_both_surfaces(db_url, conn):
+    _, identity_id, _, token = await keyed_identity(conn, "desk@acme.example")
+    settings = settings_for(db_url, pm_rl_api_per_minute=4)
+    async with running_front(settings) as url:
+        async with httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=30) as http:
+            for _ in range(2):
+                assert (await http.get("/v1/identities", headers=auth(token))).status_code == 200
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            mcp_headers = {**auth(token), "MCP-Protocol-Version": "2025-11-25",
+                           "Accept": "application/json, text/event-stream"}
+            for _ in range(2):
+                assert (await http.post("/mcp", json=ping, headers=mcp_headers)).status_code == 200
+            rest = await http.get("/v1/identities", headers=auth(token))
+            mcp = await http.post("/mcp", json=ping, headers=mcp_headers)
+    assert rest.status_code == mcp.status_code == 429
+    assert int(rest.headers["retry-after"]) >= 1 and int(mcp.headers["retry-after"]) >= 1
+    error = rest.json()["error"]
+    assert error["code"] == "rate_limited" and error["retryable"] is (ErrorCode.RATE_LIMITED in RETRYABLE)
+    assert error["details"]["bucket"] == "RL_API" and error["details"]["retry_after"] >= 1
+    assert mcp.json()["error"]["data"]["error"]["code"] == "rate_limited"
+
+
+async def test_openapi_document_describes_every_endpoint(demo):
+    document = (await demo["http"].get("/v1/openapi.json")).json()
+    assert document["openapi"].startswith("3.1")
+    operations = {(method.upper(), path) for path, item in document["paths"].items()
+                  for method in item}
+    assert ("POST", "/v1/identities/{identity_id}/search") in operations
+    assert ("POST", "/v1/tenants/{tenant_id}/search") in operations
+    assert ("GET", "/v1/identities/lookup") in operations
+    tools = {op["tags"][0] for item in document["paths"].values() for op in item.values()}
+    assert tools == {t.name for t in TOOLS}
+    search = document["paths"]["/v1/identities/{identity_id}/search"]["post"]
+    assert search["responses"]["200"]["content"]["application/json"]["schema"] == next(
+        t.output_schema for t in TOOLS if t.name == "mail_search")
+    assert "identity" not in search["requestBody"]["content"]["application/json"]["schema"][
+        "properties"]
