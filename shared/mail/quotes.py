@@ -49,6 +49,7 @@ _ATTRIBUTION_START = re.compile(r"^\s*(?:-+\s*)?On\s", re.IGNORECASE)
 # An attribution that no quote follows is cut only when it reads like one: "On", a digit, a verb.
 _UNQUOTED_ATTRIBUTION = re.compile(rf"^\s*(?:-+\s*)?On\s.*\d.*\b(?:{_VERBS})\s*:\s*$",
                                    re.IGNORECASE | re.DOTALL)
+_DATE_OR_TIME = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}|\b\d{1,2}:\d{2}\b")
 # Clients wrap a long "On <date>, <name> <address> wrote:" over a few lines; look back that far.
 _ATTRIBUTION_MAX_LINES = 4
 _HEADER_LABELS = {
@@ -164,13 +165,19 @@ def _attribution_end(line: str) -> bool:
 
 def _attribution_start(kept: list[str], end: int) -> int:
     """Where the attribution ending at ``kept[end]`` starts: the line starting ``On`` up to
-    :data:`_ATTRIBUTION_MAX_LINES` back over non-blank lines, else ``end`` itself."""
+    :data:`_ATTRIBUTION_MAX_LINES` back over non-blank lines, else the first of the lines just
+    above that hold a date or time or end inside an address (``… 14:20 "bob@x" <``), else ``end``
+    itself."""
     for candidate in range(end, max(end - _ATTRIBUTION_MAX_LINES, -1), -1):
         if not kept[candidate].strip():
             break
         if _ATTRIBUTION_START.match(kept[candidate]):
             return candidate
-    return end
+    start = end
+    while start > max(end - _ATTRIBUTION_MAX_LINES, 0) and kept[start - 1].strip() and (
+            kept[start - 1].rstrip().endswith("<") or _DATE_OR_TIME.search(kept[start - 1])):
+        start -= 1
+    return start
 
 
 def _drop_attribution(kept: list[str]) -> None:
