@@ -89,12 +89,39 @@ def apply_budget(raw: bytes) -> Budgeted:
     """
     defects: list[str] = []
     data = _cut_structure(raw, defects)
+    data = _drop_stray_header_lines(data, defects)
     data = _cut_header_block(data, defects)
     data = _cut_mime_fields(data, defects)
     return Budgeted(raw=data, defects=defects)
 
 
 # The header block ----------------------------------------------------------------------------
+
+# The feed parser's own test for a header line (``email.feedparser.headerRE``): a field name and a
+# colon, a continuation, or an mbox "From " line. The first line failing it ends its header block.
+_HEADER_LINE = re.compile(rb"(?:From |[\041-\071\073-\176]*:|[\t ])")
+_LINE = re.compile(rb"[^\n]*\n?")
+
+
+def _drop_stray_header_lines(data: bytes, defects: list[str]) -> bytes:
+    """``data`` without the lines of its header block that are not header lines when fields
+    follow them, so that one broken line costs that line, not every field after it (the feed
+    parser would read those fields as body text). A block without the blank line that ends it is
+    left alone: there the first such line is where the body starts."""
+    block, rest = _split_header(data)
+    if not rest or not block:
+        return data
+    lines = [m.group() for m in _LINE.finditer(block) if m.group()]
+    fields = [n for n, line in enumerate(lines) if _HEADER_LINE.match(line)]
+    stray = [n for n, line in enumerate(lines) if fields and n < fields[-1]
+             and not _HEADER_LINE.match(line)]
+    if not stray:
+        return data
+    defects.append(f"header: dropped {len(stray)} line(s) that are not header fields"
+                   f" (the first: {lines[stray[0]][:60].decode('utf-8', 'replace').strip()!r})")
+    drop = set(stray)
+    return b"".join(line for n, line in enumerate(lines) if n not in drop) + rest
+
 
 
 def _split_header(data: bytes) -> tuple[bytes, bytes]:

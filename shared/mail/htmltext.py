@@ -35,8 +35,7 @@ __all__ = ["html_to_text"]
 _OPEN, _CLOSE = "\ue000", "\ue001"
 _QUOTES = lxml.etree.XPath(
     "//*[contains(concat(' ', normalize-space(@class), ' '), ' gmail_quote ')"
-    " or self::blockquote[not(contains(translate(@style, 'BORDERNOE: ', 'bordernoe'),"
-    " 'border:none'))]]")
+    " or self::blockquote[not(contains(translate(@style, 'BORDENO ', 'bordeno'), 'border:none'))]]")
 _LINKS = lxml.etree.XPath("//a[@href]")
 _RULES = lxml.etree.XPath("//hr")
 _CONFIG = ParserConfig(css=CSS_PROFILES["strict"])

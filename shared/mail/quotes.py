@@ -44,11 +44,14 @@ _QUOTED = re.compile(r"^\s*>")
 _VERBS = (r"wrote|writes|schrieb|a\s+écrit|escribió|escreveu|ha\s+scritto|scrisse|schreef|skrev"
           r"|kirjoitti|napisał\(a\)|napisał|написал\(а\)|написала|написал|yazdı|写道|寫道")
 # Searched only in the last characters of a line that ends with ":" (a cheap test first).
-_ATTRIBUTION_END = re.compile(rf"(?:\b(?:{_VERBS})|@\S*)\s*:\s*$", re.IGNORECASE)
+# The verb ends the attribution in English; German and Dutch put the name after it ("schrieb Bob:").
+_ATTRIBUTION_END = re.compile(rf"(?:\b(?:{_VERBS})(?:\s[^:\n]{{0,80}})?|@\S*)\s*:\s*$",
+                              re.IGNORECASE)
 _ATTRIBUTION_START = re.compile(r"^\s*(?:-+\s*)?On\s", re.IGNORECASE)
 # An attribution that no quote follows is cut only when it reads like one: "On", a digit, a verb.
-_UNQUOTED_ATTRIBUTION = re.compile(rf"^\s*(?:-+\s*)?On\s.*\d.*\b(?:{_VERBS})\s*:\s*$",
-                                   re.IGNORECASE | re.DOTALL)
+_UNQUOTED_ATTRIBUTION = re.compile(
+    rf"^\s*(?:-+\s*)?On\s.*\d.*\b(?:{_VERBS})(?:\s[^:]{{0,80}})?\s*:\s*$",
+    re.IGNORECASE | re.DOTALL)
 _DATE_OR_TIME = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}|\b\d{1,2}:\d{2}\b")
 # Clients wrap a long "On <date>, <name> <address> wrote:" over a few lines; look back that far.
 _ATTRIBUTION_MAX_LINES = 4
