@@ -9,6 +9,11 @@ its limit, hands the parser a shortened copy: the header block cut to its first 
 fields ``parse`` reads), a field cut after its first parameters or recipients, the body cut before
 the first delimiter line past the part or depth limit (with the open multiparts closed, so what
 precedes still parses as written). Each cut adds a ``budget:`` defect naming its limit.
+:data:`MAX_HTML_CHARS` is applied by ``parse`` when it renders an HTML body.
+
+One repair happens here too: a line of the top-level header block that is not a header line (no
+colon, a NUL in the name) would end the feed parser's header block there and turn every field
+after it into body text; it is dropped from the copy with a ``header:`` defect.
 
 The stored raw copy is always the message as received; only the parse sees the shortened copy, so
 nothing is lost and a later parser with a larger budget can read the rest. Pure: no I/O. Called by
@@ -51,8 +56,9 @@ MAX_PARTS = 500
 MAX_DEPTH = 32
 
 #: Characters of a text/html body rendered to text (``parse`` applies it; the rest stays in the raw
-#: copy). Layout costs about a second per megabyte; newsletters are under 200 KB.
-MAX_HTML_CHARS = 1_000_000
+#: copy). Layout costs up to six seconds per megabyte of table markup on a loaded two-core machine;
+#: newsletters are under 200 KB.
+MAX_HTML_CHARS = 300_000
 
 _FIELD_START = re.compile(rb"^[^ \t\r\n]", re.MULTILINE)
 _HEADER_END = re.compile(rb"\r?\n\r?\n")

@@ -1,18 +1,29 @@
 """Raw RFC 5322 bytes to a :class:`~shared.mail.model.ParsedMessage`.
 
-The standard library's ``email`` package does the parsing with ``policy.default``. Every header is
-read on its own, guarded: when the default policy's header parser raises or gives text with
-undecodable bytes in it, the value is decoded the compat32 way (``email.header.decode_header``,
-RFC 2047 section 6) with our charset table, and a defect is recorded. Raw 8-bit header bytes
-(RFC 6532 or just broken) are read as UTF-8, else windows-1252.
+First ``budget.apply_budget`` fits the bytes to the parse budget (header bytes and fields,
+parameters per MIME field, recipients per address field, MIME parts, nesting depth) and drops
+header lines that are not fields, so that hostile mail parses in bounded time and one broken line
+costs that line only. The standard library's ``email`` package then reads the MIME structure with
+``policy.compat32``, whose part headers are plain strings read by the simple parameter parser
+(RFC 2231 continuations and charsets included). The fields a message is read for (From, To, Cc,
+Reply-To, Subject, Date, the msg-id fields) are each read on their own with ``policy.default``,
+guarded: when its header parser raises or gives text with undecodable bytes in it, the value is
+decoded the compat32 way (``email.header.decode_header``, RFC 2047 section 6) with our charset
+table, and a defect is recorded. Raw 8-bit header bytes (RFC 6532 or just broken) are read as
+UTF-8, else windows-1252. A Date before :data:`EARLIEST_DATE` or more than :data:`MAX_DATE_LEAD`
+after receipt is dropped with a defect, so the received time stands for it.
 
-Body text is the first inline text/plain part, else the first inline text/html part rendered to
-text with ``html2text``. Parts are decoded per their ``charset`` parameter (RFC 2045 section 5.1,
-RFC 2046 section 4.1.2) through ``CHARSET_ALIASES``, which follows the WHATWG Encoding Standard in
-reading ISO-8859-1 and US-ASCII labels as windows-1252, because that is what senders meant.
+Body text is the first inline text/plain part, else (or when that part is only a
+:data:`PLACEHOLDER` such as "View this email in your browser") the first inline text/html part
+rendered to plain text by ``htmltext`` (no Markdown; quoted blocks marked with ``>``). Parts are
+decoded per their ``charset`` parameter (RFC 2045 section 5.1, RFC 2046 section 4.1.2) through
+``CHARSET_ALIASES``, which follows the WHATWG Encoding Standard in reading ISO-8859-1 and US-ASCII
+labels as windows-1252, because that is what senders meant.
 
 Attachments are the leaf parts with a filename or ``Content-Disposition: attachment`` (RFC 2183),
-plus attached messages (``message/rfc822``); their bytes are the decoded payload, exactly.
+plus attached messages (``message/rfc822``); their bytes are the decoded payload, exactly
+(base64, quoted-printable and uuencode). The filename is the Content-Disposition ``filename``, else
+the Content-Type ``name`` (RFC 2231 decoded by ``email``, RFC 2047 words by us).
 
 ``parse_message`` never raises: problems become ``defects`` strings. What it cannot represent
 survives in the raw copy the store keeps; NUL characters, which PostgreSQL text cannot hold, become

@@ -18,8 +18,9 @@
 :func:`split_signature` finds a trailing signature: from a ``-- `` line (RFC 3676 section 4.3, also
 without its trailing space), and, within the last :data:`SIGNATURE_MAX_LINES` lines, from a
 ``-Name`` or ``__`` line after a blank line, a ``Sent from my <device>`` line, or a short line
-naming the sender (with the sign-off line just above it, or the separator line a few short lines
-above it). :func:`new_text` is both: what an agent reads as what the sender wrote.
+holding the sender's address or a word of their name, from the top of its paragraph of short lines
+(a sign-off such as ``Thanks,`` and a title come with it) or from a separator line a few short
+lines above it. :func:`new_text` is both: what an agent reads as what the sender wrote.
 
 Known gaps, measured on the team kit's ``corpus/quote-stripping`` (README, "Reading mail text"):
 an Outlook ``<hr>`` separator with its header block is cut at the header block, so a line between
