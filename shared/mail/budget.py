@@ -61,7 +61,6 @@ MAX_DEPTH = 32
 MAX_HTML_CHARS = 300_000
 
 _FIELD_START = re.compile(rb"^[^ \t\r\n]", re.MULTILINE)
-_HEADER_END = re.compile(rb"\r?\n\r?\n")
 #: Fields that ``parse`` reads, kept (the first of each) when the header block is cut.
 _KEPT_FIELD = re.compile(
     rb"^(from|to|cc|reply-to|subject|date|message-id|in-reply-to|references|mime-version"
@@ -103,10 +102,9 @@ def apply_budget(raw: bytes) -> Budgeted:
 
 # The header block ----------------------------------------------------------------------------
 
-# The feed parser's own test for a header line (``email.feedparser.headerRE``): a field name and a
-# colon, a continuation, or an mbox "From " line. The first line failing it ends its header block.
-_HEADER_LINE = re.compile(rb"(?:From |[\041-\071\073-\176]*:|[\t ])")
-_LINE = re.compile(rb"[^\n]*\n?")
+# A line the feed parser does not take for a header line (``email.feedparser.headerRE``: a field
+# name and a colon, a continuation, or an mbox "From " line); the first one ends its header block.
+_STRAY_LINE = re.compile(rb"^(?!From |[\041-\071\073-\176]*:|[\t ])[^\n]*(?:\n|$)", re.MULTILINE)
 
 
 def _drop_stray_header_lines(data: bytes, defects: list[str]) -> bytes:
@@ -117,27 +115,33 @@ def _drop_stray_header_lines(data: bytes, defects: list[str]) -> bytes:
     block, rest = _split_header(data)
     if not rest or not block:
         return data
-    lines = [m.group() for m in _LINE.finditer(block) if m.group()]
-    fields = [n for n, line in enumerate(lines) if _HEADER_LINE.match(line)]
-    stray = [n for n, line in enumerate(lines) if fields and n < fields[-1]
-             and not _HEADER_LINE.match(line)]
+    stray = [m.span() for m in _STRAY_LINE.finditer(block) if m.end() > m.start()]
+    # Stray lines running to the end of the block have no field after them: they stay.
+    end = len(block)
+    while stray and stray[-1][1] == end:
+        end = stray.pop()[0]
     if not stray:
         return data
+    first = block[stray[0][0]:stray[0][1]][:60].decode("utf-8", "replace").strip()
     defects.append(f"header: dropped {len(stray)} line(s) that are not header fields"
-                   f" (the first: {lines[stray[0]][:60].decode('utf-8', 'replace').strip()!r})")
-    drop = set(stray)
-    return b"".join(line for n, line in enumerate(lines) if n not in drop) + rest
-
+                   f" (the first: {first!r})")
+    pieces = []
+    done = 0
+    for start, stop in stray:
+        pieces.append(block[done:start])
+        done = stop
+    return b"".join([*pieces, block[done:], rest])
 
 
 def _split_header(data: bytes) -> tuple[bytes, bytes]:
     """``(header block, rest)``; the block ends with its last field's line break."""
     if data.startswith((b"\n", b"\r\n")):
         return b"", data
-    end = _HEADER_END.search(data)
-    if end is None:
+    # The first empty line: "\n\n" or "\n\r\n" (bytes.find is many times faster than a regex).
+    ends = [at for at in (data.find(b"\n\n"), data.find(b"\n\r\n")) if at >= 0]
+    if not ends:
         return data, b""
-    cut = end.start() + (2 if data[end.start():end.start() + 2] == b"\r\n" else 1)
+    cut = min(ends) + 1
     return data[:cut], data[cut:]
 
 

@@ -201,7 +201,7 @@ BUDGET_CASES = {
 
 
 @pytest.mark.parametrize("case", list(BUDGET_CASES))
-async def test_hostile_mail_is_stored_in_bounded_time_and_memory(conn, case: str):
+async def test_hostile_mail_is_stored_in_bounded_time_and_memory(conn, case: str, capsys):
     build, limit = BUDGET_CASES[case]
     raw = build()
     tenant = await create_tenant(conn, "acme")
@@ -214,6 +214,8 @@ async def test_hostile_mail_is_stored_in_bounded_time_and_memory(conn, case: str
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    with capsys.disabled():
+        print(f"\n{case}: {len(raw) // 1024} KB stored in {elapsed:.2f} s, peak {peak / 2**20:.0f} MB")
     assert elapsed < SECONDS_PER_MESSAGE, f"{case}: {elapsed:.1f} s"
     assert peak < PEAK_BYTES, f"{case}: {peak / 2**20:.0f} MB"
     assert any(d.startswith("budget:") and limit in d for d in defects), defects
@@ -253,3 +255,14 @@ def test_a_message_chain_too_deep_for_the_parser_keeps_its_header():
     parsed = parse_message(raw)
     assert (parsed.subject, parsed.from_.address) == ("chain", "ann@x.example")
     assert any(d.startswith("body unreadable: RecursionError") for d in parsed.defects)
+
+
+def test_a_huge_html_body_is_rendered_in_part():
+    row = '<tr><td><a href="https://shop.example/i/%d">Item %d</a></td><td>12.00</td></tr>'
+    html = ("<table>" + "".join(row % (i, i) for i in range(30_000)) + "</table>").encode()
+    raw = b"From: a@x.example\r\nSubject: big\r\nContent-Type: text/html\r\n\r\n" + html
+    started = time.monotonic()
+    parsed = parse_message(raw)
+    assert time.monotonic() - started < SECONDS_PER_MESSAGE
+    assert parsed.text.startswith("Item 0")
+    assert any("MAX_HTML_CHARS" in d for d in parsed.defects)
