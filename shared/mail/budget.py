@@ -104,33 +104,37 @@ def apply_budget(raw: bytes) -> Budgeted:
 
 # A line the feed parser does not take for a header line (``email.feedparser.headerRE``: a field
 # name and a colon, a continuation, or an mbox "From " line); the first one ends its header block.
+_OBSOLETE_FIELD = re.compile(rb"^([\041-\071\073-\176]+)[ \t]+:", re.MULTILINE)
 _STRAY_LINE = re.compile(rb"^(?!From |[\041-\071\073-\176]*:|[\t ])[^\n]*(?:\n|$)", re.MULTILINE)
 
 
 def _drop_stray_header_lines(data: bytes, defects: list[str]) -> bytes:
-    """``data`` without the lines of its header block that are not header lines when fields
-    follow them, so that one broken line costs that line, not every field after it (the feed
-    parser would read those fields as body text). A block without the blank line that ends it is
-    left alone: there the first such line is where the body starts."""
+    """``data`` with its header block readable by the feed parser: obsolete fields written with
+    white space before the colon (RFC 5322 section 4.5, ``Subject  : hi``) rewritten without it,
+    and lines that are not header lines dropped when fields follow them, so that one broken line
+    costs that line, not every field after it (the feed parser would read those fields as body
+    text). A block without the blank line that ends it is left alone: there the first such line
+    is where the body starts."""
     block, rest = _split_header(data)
     if not rest or not block:
         return data
-    stray = [m.span() for m in _STRAY_LINE.finditer(block) if m.end() > m.start()]
+    rewritten = _OBSOLETE_FIELD.sub(rb"\1:", block)
+    stray = [m.span() for m in _STRAY_LINE.finditer(rewritten) if m.end() > m.start()]
     # Stray lines running to the end of the block have no field after them: they stay.
-    end = len(block)
+    end = len(rewritten)
     while stray and stray[-1][1] == end:
         end = stray.pop()[0]
     if not stray:
-        return data
-    first = block[stray[0][0]:stray[0][1]][:60].decode("utf-8", "replace").strip()
+        return data if rewritten == block else rewritten + rest
+    first = rewritten[stray[0][0]:stray[0][1]][:60].decode("utf-8", "replace").strip()
     defects.append(f"header: dropped {len(stray)} line(s) that are not header fields"
                    f" (the first: {first!r})")
     pieces = []
     done = 0
     for start, stop in stray:
-        pieces.append(block[done:start])
+        pieces.append(rewritten[done:start])
         done = stop
-    return b"".join([*pieces, block[done:], rest])
+    return b"".join([*pieces, rewritten[done:], rest])
 
 
 def _split_header(data: bytes) -> tuple[bytes, bytes]:

@@ -359,3 +359,12 @@ def test_uuencoded_parts_are_kept_byte_exact() -> None:
             b"Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: x-uuencode\r\n"
             b"Content-Disposition: attachment; filename=blob.bin", body)).attachments
         assert attachment.content == data
+
+
+def test_obsolete_white_space_before_the_colon_is_read() -> None:
+    # RFC 5322 section 4.5 (obs-optional); the feed parser alone ends the header block there.
+    parsed = parse_message(b"From  : Ann <ann@x.example>\r\nSubject     : Saying Hello\r\n"
+                           b"Date  : Fri, 21 Nov 1997 09:55:06 -0600\r\n\r\nhello\r\n")
+    assert (parsed.from_.address, parsed.subject) == ("ann@x.example", "Saying Hello")
+    assert parsed.sent_at == datetime(1997, 11, 21, 15, 55, 6, tzinfo=UTC)
+    assert parsed.text == "hello\n"
