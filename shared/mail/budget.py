@@ -96,7 +96,7 @@ def apply_budget(raw: bytes) -> Budgeted:
     data = _cut_structure(raw, defects)
     data = _drop_stray_header_lines(data, defects)
     data = _cut_header_block(data, defects)
-    data = _cut_mime_fields(data, defects)
+    data = _cut_mime_fields(data, _declared(data), defects)
     return Budgeted(raw=data, defects=defects)
 
 
@@ -232,7 +232,38 @@ def _cut_recipients(field: bytes) -> tuple[bytes, int] | None:
 # MIME fields anywhere ------------------------------------------------------------------------
 
 
-def _cut_mime_fields(data: bytes, defects: list[str]) -> bytes:
+def _declared(data: bytes) -> set[bytes]:
+    """The boundaries that Content-Type fields of ``data`` declare (RFC 2046 section 5.1.1)."""
+    return {m.group(1) or m.group(2) for m in _BOUNDARY.finditer(data)}
+
+
+def _in_header_block(data: bytes, at: int, declared: set[bytes]) -> bool:
+    """Whether the line starting at ``at`` belongs to a header block: no empty line lies between
+    it and the start of ``data`` or a delimiter line, looking back at most
+    :data:`MAX_MIME_FIELD_BYTES` * 4 bytes (a longer part header is no real mailer's)."""
+    floor = max(at - MAX_MIME_FIELD_BYTES * 4, 0)
+    end = at
+    while end > 0:
+        start = data.rfind(b"\n", floor, end - 1) + 1
+        if start == 0 and floor > 0:
+            return False
+        line = data[start:end].rstrip(b"\r\n")
+        if not line:
+            return False
+        if line.startswith(b"--") and _delimited(line[2:].rstrip(b" \t"), declared):
+            return True
+        end = start
+    return True
+
+
+def _delimited(boundary: bytes, declared: set[bytes]) -> bool:
+    return boundary in declared or boundary.endswith(b"--") and boundary[:-2] in declared
+
+
+def _cut_mime_fields(data: bytes, declared: set[bytes], defects: list[str]) -> bytes:
+    """``data`` with every Content-Type and Content-Disposition field of a header block that is
+    over :data:`MAX_PARAMS` or :data:`MAX_MIME_FIELD_BYTES` cut to its first parameters (a body
+    line that only looks like such a field is body text and stays)."""
     pieces: list[bytes] = []
     done = 0
     worst = 0
@@ -243,7 +274,8 @@ def _cut_mime_fields(data: bytes, defects: list[str]) -> bytes:
         stop = end.start() + 1 if end else len(data)
         field = data[match.start():stop]
         params = field.count(b";")
-        if params <= MAX_PARAMS and len(field) <= MAX_MIME_FIELD_BYTES:
+        if params <= MAX_PARAMS and len(field) <= MAX_MIME_FIELD_BYTES \
+                or not _in_header_block(data, match.start(), declared):
             continue
         worst = max(worst, params)
         pieces += [data[done:match.start()], _first_params(field)]
@@ -279,7 +311,7 @@ def _first_params(field: bytes) -> bytes:
 def _cut_structure(raw: bytes, defects: list[str]) -> bytes:
     """``raw`` cut before the delimiter line that opens the (:data:`MAX_PARTS` + 1)-th part or a
     multipart deeper than :data:`MAX_DEPTH`, with close delimiters for the multiparts still open."""
-    declared = {m.group(1) or m.group(2) for m in _BOUNDARY.finditer(raw)}
+    declared = _declared(raw)
     if not declared:
         return raw
     stack: list[bytes] = []
