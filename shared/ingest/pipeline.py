@@ -47,7 +47,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
         triage or the search index could not be derived (empty when all went cleanly).
     """
     parsed = parse_message(raw)
-    fresh = new_text(parsed.text)
+    sender = (parsed.from_.name or parsed.from_.address) if parsed.from_ else None
+    fresh = new_text(parsed.text, sender)
     defects = list(parsed.defects)
     status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
     # One commit for the message and its search index: half the fsyncs of an import.

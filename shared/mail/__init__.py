@@ -5,12 +5,16 @@ Where things happen:
 - ``sources`` finds messages on disk: ``.eml`` files, mbox files (mboxo and mboxrd, gzip too) and
   maildir folders, and yields each message's raw bytes with where it came from.
 - ``parse`` turns raw bytes into a :class:`~shared.mail.model.ParsedMessage` with the standard
-  library's ``email`` package (``policy.default``), falling back to ``policy.compat32`` for headers
-  the default policy cannot read. Problems become ``defects`` on the result; nothing raises for bad
-  mail, and undecodable bytes survive in the stored raw copy.
+  library's ``email`` package (``policy.default`` for the fields read, falling back to
+  ``policy.compat32`` for headers the default policy cannot read). ``budget`` first fits the bytes
+  to a parse budget, so hostile mail parses in bounded time and memory; ``htmltext`` renders HTML
+  bodies as plain text. Problems become ``defects`` on the result; nothing raises for bad mail,
+  and undecodable bytes, like whatever the budget left unparsed, survive in the stored raw copy.
 - ``threading`` decides which thread a message joins from Message-ID, In-Reply-To and References
   (RFC 5322 section 3.6.4), with a subject fallback only for Re:/Fwd: messages lacking both.
-- ``quotes`` separates a message's new text from quoted history.
+- ``quotes`` separates a message's new text from quoted history and its signature.
+- ``attachment_types`` gives each attachment the one kind that ``type:``, the facet and
+  extraction use.
 - ``store`` owns the mail tables (messages, threads, thread_refs, raw_messages, attachments) and
   their SQL; ``contacts`` owns the people a mailbox exchanges mail with; ``triage`` gives each
   message a category, urgency and risk flags and owns ``message_triage``; ``ingest`` ties parse,

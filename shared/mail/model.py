@@ -35,8 +35,10 @@ class ParsedMessage(msgspec.Struct, frozen=True, kw_only=True):
 
     Ids (``message_id``, ``in_reply_to``, ``references``) are msg-ids without angle brackets
     (RFC 5322 section 3.6.4); values that are not msg-ids are dropped and recorded in ``defects``.
-    ``sent_at`` is the Date header in UTC, or None when absent or unparseable. ``text`` is the
-    readable body: the text/plain part, else the text/html part rendered to text.
+    ``sent_at`` is the Date header in UTC, or None when absent, unparseable or absurd (before 1990,
+    or more than a day after receipt; the received time stands for it). ``text`` is the readable
+    body: the text/plain part, else (or when that part only points at the HTML) the text/html part
+    rendered to plain text.
     """
 
     message_id: str | None

@@ -1,18 +1,29 @@
 """Raw RFC 5322 bytes to a :class:`~shared.mail.model.ParsedMessage`.
 
-The standard library's ``email`` package does the parsing with ``policy.default``. Every header is
-read on its own, guarded: when the default policy's header parser raises or gives text with
-undecodable bytes in it, the value is decoded the compat32 way (``email.header.decode_header``,
-RFC 2047 section 6) with our charset table, and a defect is recorded. Raw 8-bit header bytes
-(RFC 6532 or just broken) are read as UTF-8, else windows-1252.
+First ``budget.apply_budget`` fits the bytes to the parse budget (header bytes and fields,
+parameters per MIME field, recipients per address field, MIME parts, nesting depth) and drops
+header lines that are not fields, so that hostile mail parses in bounded time and one broken line
+costs that line only. The standard library's ``email`` package then reads the MIME structure with
+``policy.compat32``, whose part headers are plain strings read by the simple parameter parser
+(RFC 2231 continuations and charsets included). The fields a message is read for (From, To, Cc,
+Reply-To, Subject, Date, the msg-id fields) are each read on their own with ``policy.default``,
+guarded: when its header parser raises or gives text with undecodable bytes in it, the value is
+decoded the compat32 way (``email.header.decode_header``, RFC 2047 section 6) with our charset
+table, and a defect is recorded. Raw 8-bit header bytes (RFC 6532 or just broken) are read as
+UTF-8, else windows-1252. A Date before :data:`EARLIEST_DATE` or more than :data:`MAX_DATE_LEAD`
+after receipt is dropped with a defect, so the received time stands for it.
 
-Body text is the first inline text/plain part, else the first inline text/html part rendered to
-text with ``html2text``. Parts are decoded per their ``charset`` parameter (RFC 2045 section 5.1,
-RFC 2046 section 4.1.2) through ``CHARSET_ALIASES``, which follows the WHATWG Encoding Standard in
-reading ISO-8859-1 and US-ASCII labels as windows-1252, because that is what senders meant.
+Body text is the first inline text/plain part, else (or when that part is only a
+:data:`PLACEHOLDER` such as "View this email in your browser") the first inline text/html part
+rendered to plain text by ``htmltext`` (no Markdown; quoted blocks marked with ``>``). Parts are
+decoded per their ``charset`` parameter (RFC 2045 section 5.1, RFC 2046 section 4.1.2) through
+``CHARSET_ALIASES``, which follows the WHATWG Encoding Standard in reading ISO-8859-1 and US-ASCII
+labels as windows-1252, because that is what senders meant.
 
 Attachments are the leaf parts with a filename or ``Content-Disposition: attachment`` (RFC 2183),
-plus attached messages (``message/rfc822``); their bytes are the decoded payload, exactly.
+plus attached messages (``message/rfc822``); their bytes are the decoded payload, exactly
+(base64, quoted-printable and uuencode). The filename is the Content-Disposition ``filename``, else
+the Content-Type ``name`` (RFC 2231 decoded by ``email``, RFC 2047 words by us).
 
 ``parse_message`` never raises: problems become ``defects`` strings. What it cannot represent
 survives in the raw copy the store keeps; NUL characters, which PostgreSQL text cannot hold, become
@@ -29,16 +40,20 @@ import email.utils
 import itertools
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email import policy
 from email.message import Message
 
-import html2text
+from email.parser import BytesParser
+from typing import NamedTuple
 
+from shared.mail.budget import MAX_HTML_CHARS, apply_budget
+from shared.mail.htmltext import html_to_text
 from shared.mail.model import Address, ParsedAttachment, ParsedMessage
 
-__all__ = ["CHARSET_ALIASES", "MAX_ADDRESS_CHARS", "MAX_HEADERS", "MAX_HEADER_CHARS", "MAX_MSG_IDS",
-           "MAX_MSG_ID_CHARS", "MAX_NAME_CHARS", "MAX_SUBJECT_CHARS", "parse_message", "unparsed"]
+__all__ = ["CHARSET_ALIASES", "EARLIEST_DATE", "MAX_ADDRESS_CHARS", "MAX_DATE_LEAD", "MAX_HEADERS",
+           "MAX_HEADER_CHARS", "MAX_MSG_IDS", "MAX_MSG_ID_CHARS", "MAX_NAME_CHARS",
+           "MAX_SUBJECT_CHARS", "PLACEHOLDER", "parse_message", "unparsed"]
 
 MAX_HEADERS = 200
 MAX_HEADER_CHARS = 2000
@@ -108,17 +123,43 @@ _ADDRESS_HEADERS = ("from", "to", "cc", "reply-to")
 
 #: Most msg-ids kept from one In-Reply-To or References field.
 MAX_MSG_IDS = 500
+#: A Date before this is absurd (issue 11: a Date of year "0102" was stored as the year 102); no
+#: mail system older than this wrote the messages we import, and the received time stands for it.
+EARLIEST_DATE = datetime(1990, 1, 1, tzinfo=UTC)
+#: A Date further than this after receipt is absurd too: clocks drift by minutes, time zones
+#: written wrongly by hours, never by more than a day.
+MAX_DATE_LEAD = timedelta(days=1)
+#: A text/plain part that only points at the HTML part ("View this email in your browser", "See
+#: HTML version for full formatting"): short and saying so. The HTML part is read instead.
+PLACEHOLDER = re.compile(
+    r"(?:view|read|see|open|display)\b.{0,40}\b(?:browser|online|web\s*(?:version|page)|html)"
+    r"|html\s+(?:version|format|e-?mail|message)|(?:does\s+not|doesn't|cannot|can't|unable\s+to)"
+    r"\s+(?:support|display|show|read|view)\b.{0,30}\bhtml|trouble\s+viewing"
+    r"|(?:this|the)\s+(?:e-?mail|message)\s+(?:is|was)\s+(?:sent\s+)?in\s+html",
+    re.IGNORECASE | re.DOTALL)
+#: Longest text/plain part that can be a placeholder (characters, white space collapsed).
+_PLACEHOLDER_CHARS = 400
 
 
-def parse_message(raw: bytes) -> ParsedMessage:
+def parse_message(raw: bytes, *, received_at: datetime | None = None) -> ParsedMessage:
     """Parse one message; never raises.
 
-    ``raw`` is the message's bytes as received (CRLF or LF). Returns a ParsedMessage whose
-    ``defects`` lists the parser's defects (``ClassName: text``) and ours; if the ``email`` package
-    itself fails, all fields are empty and ``defects`` is ``["unparseable: <reason>"]``.
+    ``raw`` is the message's bytes as received (CRLF or LF); ``received_at`` is when it arrived
+    (default: now), against which its Date is judged. The parse reads the message as fitted to
+    ``budget.apply_budget`` (its ``budget:`` defects come first), so its time and memory are
+    bounded whatever the input. Returns a ParsedMessage whose ``defects`` lists the parser's
+    defects (``ClassName: text``) and ours. When the ``email`` package fails on the body, the
+    message is read again for its header alone (``body unreadable: …``); when it fails on that
+    too, all fields are empty and ``defects`` ends with ``"unparseable: <reason>"``.
     """
+    received = received_at or datetime.now(UTC)
+    budgeted = apply_budget(raw)
     try:
-        return _parse(raw)
+        return _parse(budgeted.raw, budgeted.defects, received, headers_only=False)
+    except Exception as exc:  # bad mail is recorded, not raised: try the header block alone
+        first = f"body unreadable: {type(exc).__name__}; read the header alone"
+    try:
+        return _parse(budgeted.raw, [*budgeted.defects, first], received, headers_only=True)
     except Exception as exc:  # the promise of this function: bad mail is recorded, not raised
         return unparsed(f"unparseable: {type(exc).__name__}: {_storable(str(exc))[:200]}")
 
@@ -132,12 +173,24 @@ def unparsed(defect: str) -> ParsedMessage:
     )
 
 
-def _parse(raw: bytes) -> ParsedMessage:
-    msg = email.message_from_bytes(raw, policy=policy.default)
+def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bool
+           ) -> ParsedMessage:
+    # compat32 for the MIME structure: its part headers are plain strings, read by the simple
+    # parameter parser, where the default policy parses every part's Content-Type several times
+    # with its registry (about a millisecond each; 23 s for 10,000 attachments). The fields a
+    # message is read for are parsed with the default policy below.
+    msg = BytesParser(policy=policy.compat32).parsebytes(raw, headersonly=headers_only)
     defects = _Defects()
-    for part in msg.walk():
+    for text in found:
+        defects.add(text)
+    for part in msg.walk() if not headers_only else [msg]:
         for defect in part.defects:
             defects.add(_describe(defect))
+    if not headers_only:
+        leaves = list(_leaves(msg))
+    else:  # the body is the payload as a whole: readable when it is text
+        content_type = msg.get_content_type()
+        leaves = [_Leaf(0, msg, content_type, None, None)] if content_type.startswith("text/") else []
 
     headers: list[tuple[str, str]] = []
     first: dict[str, str] = {}
@@ -166,10 +219,10 @@ def _parse(raw: bytes) -> ParsedMessage:
         to=addresses["to"],
         cc=addresses["cc"],
         reply_to=addresses["reply-to"],
-        sent_at=_sent_at(first.get("date"), defects),
-        text=_body_text(msg, defects),
+        sent_at=_sent_at(first.get("date"), received, defects),
+        text=_body_text(leaves, defects),
         headers=headers,
-        attachments=_attachments(msg, defects),
+        attachments=_attachments(leaves, defects),
         defects=defects.items,
     )
 
@@ -209,7 +262,7 @@ def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
             or len(value) > _LONG_HEADER):
         return _without_nul(_compat_text(value))
     try:
-        header = msg.policy.header_fetch_parse(name, value)
+        header = policy.default.header_fetch_parse(name, value)
         text = str(header)
         for defect in header.defects:
             defects.add(f"{name}: {_describe(defect)}")
@@ -227,7 +280,7 @@ def _read_addresses(
 ) -> str:
     """Append the header's mailboxes (RFC 5322 section 3.4) to ``into``; return its text."""
     try:
-        header = msg.policy.header_fetch_parse(name, value)
+        header = policy.default.header_fetch_parse(name, value)
         text = str(header)
         parsed = [(a.display_name, a.addr_spec) for a in header.addresses]
         for defect in header.defects:
@@ -301,8 +354,12 @@ def _capped(name: str, text: str, chars: int, defects: _Defects) -> str:
     return text[:chars - 1] + "…"
 
 
-def _sent_at(text: str | None, defects: _Defects) -> datetime | None:
-    """The Date header (RFC 5322 section 3.3) in UTC; a date without a zone is taken as UTC."""
+def _sent_at(text: str | None, received: datetime, defects: _Defects) -> datetime | None:
+    """The Date header (RFC 5322 section 3.3) in UTC; a date without a zone is taken as UTC.
+
+    None (the store then uses the received time) when the Date is absent, unparseable, or absurd:
+    before :data:`EARLIEST_DATE` or more than :data:`MAX_DATE_LEAD` after ``received``.
+    """
     if text is None:
         return None
     try:
@@ -311,52 +368,79 @@ def _sent_at(text: str | None, defects: _Defects) -> datetime | None:
         defects.add(f"Date: unparseable {text[:100]!r}")
         return None
     if sent_at.tzinfo is None:
-        return sent_at.replace(tzinfo=UTC)
+        sent_at = sent_at.replace(tzinfo=UTC)
     try:
-        return sent_at.astimezone(UTC)
+        sent_at = sent_at.astimezone(UTC)
     except OverflowError:  # year 1 with a positive offset, as seen in spam
         defects.add(f"Date: out of range {text[:100]!r}")
         return None
+    if sent_at < EARLIEST_DATE or sent_at > received + MAX_DATE_LEAD:
+        defects.add(f"Date: absurd {text[:100]!r} (before {EARLIEST_DATE.year} or more than a day"
+                    " after receipt); the received time stands for it")
+        return None
+    return sent_at
 
 
 # Body and attachments ----------------------------------------------------------------------------
 
 
-def _leaves(msg: Message) -> Iterator[tuple[int, Message]]:
-    """Depth-first ``(part_index, part)`` over leaf parts; an attached message is one leaf.
+class _Leaf(NamedTuple):
+    """A leaf part with what every reader needs, each header read once (the default policy parses
+    a header again on every access)."""
 
-    ``part_index`` counts every part in that walk, containers too, from 0 for ``msg`` itself.
+    index: int
+    part: Message
+    content_type: str
+    disposition: str | None
+    filename: str | None
+
+    @property
+    def attachment(self) -> bool:
+        return (self.disposition == "attachment" or self.filename is not None
+                or self.content_type == "message/rfc822")
+
+
+def _leaves(msg: Message) -> Iterator[_Leaf]:
+    """Depth-first leaf parts; an attached message is one leaf.
+
+    ``index`` counts every part in that walk, containers too, from 0 for ``msg`` itself. The
+    budget bounds the depth (``budget.MAX_DEPTH``), so the recursion is bounded.
     """
     counter = itertools.count()
 
-    def walk(part: Message) -> Iterator[tuple[int, Message]]:
+    def walk(part: Message) -> Iterator[_Leaf]:
         index = next(counter)
-        if part.get_content_maintype() == "multipart" and part.is_multipart():
+        content_type = part.get_content_type()
+        if content_type.startswith("multipart/") and part.is_multipart():
             for child in part.get_payload():
                 yield from walk(child)
         else:
-            yield index, part
+            yield _Leaf(index, part, content_type, part.get_content_disposition(),
+                        part.get_filename())
 
     return walk(msg)
 
 
-def _is_attachment(part: Message) -> bool:
-    return (
-        part.get_content_disposition() == "attachment"
-        or part.get_filename() is not None
-        or part.get_content_type() == "message/rfc822"
-    )
+def _body_text(leaves: list[_Leaf], defects: _Defects) -> str:
+    """The first inline text/plain part, else (or when that part is only a :data:`PLACEHOLDER`
+    for the HTML) the first inline text/html part rendered to text."""
+    inline = [leaf for leaf in leaves if not leaf.attachment]
+    plain = next((leaf for leaf in inline if leaf.content_type == "text/plain"), None)
+    html = next((leaf for leaf in inline if leaf.content_type == "text/html"), None)
+    text = _part_text(plain.part) if plain is not None else None
+    if text is not None and (html is None or not _is_placeholder(text)):
+        return text
+    if html is None:
+        return ""
+    rendered = _html_to_text(_part_text(html.part), defects)
+    if text is not None and len(rendered.strip()) <= len(text.strip()):
+        return text
+    return rendered
 
 
-def _body_text(msg: Message, defects: _Defects) -> str:
-    inline = [part for _, part in _leaves(msg) if not _is_attachment(part)]
-    for part in inline:
-        if part.get_content_type() == "text/plain":
-            return _part_text(part)
-    for part in inline:
-        if part.get_content_type() == "text/html":
-            return _html_to_text(_part_text(part), defects)
-    return ""
+def _is_placeholder(text: str) -> bool:
+    flat = " ".join(text.split())
+    return not flat or (len(flat) <= _PLACEHOLDER_CHARS and PLACEHOLDER.search(flat) is not None)
 
 
 def _part_text(part: Message) -> str:
@@ -368,34 +452,29 @@ def _part_text(part: Message) -> str:
 
 
 def _html_to_text(html: str, defects: _Defects) -> str:
-    renderer = html2text.HTML2Text()
-    renderer.ignore_images = True
-    renderer.body_width = 0  # no hard wrapping: the reader wraps
-    renderer.inline_links = True  # links beside their text, no numbered reference list
-    renderer.unicode_snob = True  # keep non-ASCII characters instead of ASCII stand-ins
+    if len(html) > MAX_HTML_CHARS:
+        defects.add(f"budget: text/html of {len(html)} characters is over MAX_HTML_CHARS"
+                    f" ({MAX_HTML_CHARS}); rendered the first {MAX_HTML_CHARS}")
+        html = html[:MAX_HTML_CHARS]
     try:
-        return renderer.handle(html).strip("\n") + "\n"
-    except Exception as exc:  # html2text is third-party; keep the HTML rather than lose the body
+        return html_to_text(html) + "\n"
+    except Exception as exc:  # lxml and inscriptis are third-party; keep the HTML, not lose it
         defects.add(f"text/html: could not render ({type(exc).__name__}); kept as HTML")
         return html
 
 
-def _attachments(msg: Message, defects: _Defects) -> list[ParsedAttachment]:
-    found: list[ParsedAttachment] = []
-    for index, part in _leaves(msg):
-        if not _is_attachment(part):
-            continue
-        found.append(
-            ParsedAttachment(
-                part_index=index,
-                filename=_filename(part, defects),
-                content_type=_storable(part.get_content_type().lower()),
-                disposition=part.get_content_disposition(),
-                content_id=_content_id(part),
-                content=_part_bytes(part),
-            )
+def _attachments(leaves: list[_Leaf], defects: _Defects) -> list[ParsedAttachment]:
+    return [
+        ParsedAttachment(
+            part_index=leaf.index,
+            filename=_filename(leaf.filename, defects),
+            content_type=_storable(leaf.content_type.lower()),
+            disposition=leaf.disposition,
+            content_id=_content_id(leaf.part),
+            content=_part_bytes(leaf),
         )
-    return found
+        for leaf in leaves if leaf.attachment
+    ]
 
 
 def _content_id(part: Message) -> str | None:
@@ -404,9 +483,10 @@ def _content_id(part: Message) -> str | None:
     return (_storable(str(value).strip().strip("<>").strip()) or None) if value is not None else None
 
 
-def _filename(part: Message, defects: _Defects) -> str | None:
-    """The part's filename: RFC 2231 parameters decoded by ``email``, RFC 2047 words by us."""
-    filename = part.get_filename()
+def _filename(filename: str | None, defects: _Defects) -> str | None:
+    """The part's filename as ``Message.get_filename`` read it (Content-Disposition ``filename``,
+    else Content-Type ``name``; RFC 2231 continuations and charsets decoded by ``email``), with
+    RFC 2047 encoded-words decoded by us."""
     if filename is None:
         return None
     if "=?" in filename:
@@ -418,8 +498,10 @@ def _filename(part: Message, defects: _Defects) -> str | None:
     return stored or None
 
 
-def _part_bytes(part: Message) -> bytes:
-    if part.get_content_type() == "message/rfc822" and part.is_multipart():
+def _part_bytes(leaf: _Leaf) -> bytes:
+    """The decoded payload (RFC 2045 section 6; ``x-uuencode`` too, by ``email``), byte-exact."""
+    part = leaf.part
+    if leaf.content_type == "message/rfc822" and part.is_multipart():
         # The parser does not keep an attached message's original bytes; regenerate them without
         # refolding so that they stay as close to the original as the model allows.
         return b"".join(

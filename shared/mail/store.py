@@ -29,6 +29,7 @@ import asyncpg
 import msgspec
 
 from shared.ids import Prefix, new_id
+from shared.mail.attachment_types import attachment_type
 from shared.mail.contacts import count_contacts
 from shared.mail.model import Address, ParsedMessage
 from shared.mail.records import (
@@ -184,11 +185,13 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
         if parsed.attachments:
             await conn.executemany(
                 "INSERT INTO attachments (id, message_id, part_index, filename, content_type,"
-                " disposition, content_id, size, sha256, content)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                " disposition, content_id, size, sha256, content, attachment_type)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 [(new_id(Prefix.ATTACHMENT), message_id, a.part_index, a.filename,
                   a.content_type, a.disposition, a.content_id, len(a.content),
-                  hashlib.sha256(a.content).digest(), a.content) for a in parsed.attachments],
+                  hashlib.sha256(a.content).digest(), a.content,
+                  attachment_type(a.content_type, a.filename, a.content))
+                 for a in parsed.attachments],
             )
         people = (parsed.to + parsed.cc) if outbound else ([parsed.from_] if parsed.from_ else [])
         await count_contacts(conn, identity_id, [p for p in people if p.address not in own],

@@ -28,25 +28,7 @@ from typing import Any
 from shared.search.query import And, Node, Not, Operator, OperatorName, Or, Phrase, Term
 from shared.mail.refs import lookup_forms
 
-__all__ = ["Compiled", "compile_query", "without_words", "words_of", "ATTACHMENT_TYPE_SQL",
-           "NEEDS_REPLY_SQL"]
-
-#: ``type:`` kinds as a condition on an attachment ``a`` (content type, then file extension).
-ATTACHMENT_TYPE_SQL: dict[str, str] = {
-    "pdf": "a.content_type = 'application/pdf' OR a.filename ILIKE '%.pdf'",
-    "doc": "a.content_type = 'application/msword' OR a.filename ILIKE '%.doc'",
-    "docx": "a.content_type LIKE 'application/vnd.openxmlformats-officedocument.wordprocessingml%'"
-            " OR a.filename ILIKE '%.docx'",
-    "xls": "a.content_type = 'application/vnd.ms-excel' OR a.filename ILIKE '%.xls'",
-    "xlsx": "a.content_type LIKE 'application/vnd.openxmlformats-officedocument.spreadsheetml%'"
-            " OR a.filename ILIKE '%.xlsx'",
-    "image": "a.content_type LIKE 'image/%'",
-    "calendar": "a.content_type = 'text/calendar' OR a.filename ILIKE '%.ics'",
-    "zip": "a.content_type IN ('application/zip', 'application/x-zip-compressed')"
-           " OR a.filename ILIKE '%.zip'",
-    "text": "a.content_type = 'text/plain'",
-    "html": "a.content_type = 'text/html'",
-}
+__all__ = ["Compiled", "compile_query", "without_words", "words_of", "NEEDS_REPLY_SQL"]
 
 #: ``is:needs_reply`` over ``messages m`` (module docstring).
 NEEDS_REPLY_SQL = """(m.direction = 'inbound'
@@ -154,8 +136,9 @@ def _operator(c: Compiled, op: Operator, time_zone: str) -> str:
             return ("(m.has_attachment AND EXISTS (SELECT 1 FROM attachments a"
                     f" WHERE a.message_id = m.id AND a.filename ILIKE {c.bind(_like(v))}))")
         case OperatorName.TYPE:
+            # The kind ingest stored (shared.mail.attachment_types), as the facet counts it.
             return ("(m.has_attachment AND EXISTS (SELECT 1 FROM attachments a"
-                    f" WHERE a.message_id = m.id AND ({ATTACHMENT_TYPE_SQL[v]})))")
+                    f" WHERE a.message_id = m.id AND a.attachment_type = {c.bind(v)}))")
         case OperatorName.IN:
             return f"m.direction = {c.bind(v)}"
         case OperatorName.IS if v in ("unread", "read"):

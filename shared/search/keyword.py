@@ -380,18 +380,7 @@ async def _facet_rows(conn: asyncpg.Connection, source: str, params: list[Any], 
             UNION ALL
             SELECT 'category', category, count(*) FROM hit WHERE category IS NOT NULL GROUP BY 2
             UNION ALL
-            SELECT 'attachment_type', CASE
-                     WHEN a.content_type = 'application/pdf' THEN 'pdf'
-                     WHEN a.content_type LIKE 'image/%' THEN 'image'
-                     WHEN a.content_type = 'text/calendar' THEN 'calendar'
-                     WHEN a.content_type LIKE '%wordprocessingml%' THEN 'docx'
-                     WHEN a.content_type = 'application/msword' THEN 'doc'
-                     WHEN a.content_type LIKE '%spreadsheetml%' THEN 'xlsx'
-                     WHEN a.content_type = 'application/vnd.ms-excel' THEN 'xls'
-                     WHEN a.content_type LIKE '%zip%' THEN 'zip'
-                     WHEN a.content_type = 'text/plain' THEN 'text'
-                     WHEN a.content_type = 'text/html' THEN 'html'
-                     ELSE 'other' END, count(DISTINCT a.message_id)
+            SELECT 'attachment_type', a.attachment_type, count(DISTINCT a.message_id)
             FROM hit JOIN attachments a ON a.message_id = hit.id GROUP BY 2""",
         *params,
     )

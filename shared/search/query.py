@@ -74,6 +74,7 @@ import msgspec
 
 from shared.errors import PylotaError, invalid
 from shared.ids import Prefix, is_id
+from shared.mail.attachment_types import ATTACHMENT_TYPES
 from shared.mail.triage import CATEGORIES
 from shared.mail.patterns import compile_pattern
 
@@ -116,11 +117,6 @@ class OperatorName(StrEnum):
     CATEGORY = "category"
     THREAD = "thread"
 
-
-#: Values of ``type:``; the ``attachment_type`` facet (spec section 6.1, step 3) reports the same kinds.
-ATTACHMENT_TYPES: frozenset[str] = frozenset(
-    {"pdf", "doc", "docx", "xls", "xlsx", "image", "calendar", "zip", "text", "html"}
-)
 
 #: Days per unit of ``newer_than:``/``older_than:``; months and years are fixed lengths.
 DAYS_PER_UNIT: Mapping[str, int] = MappingProxyType({"d": 1, "w": 7, "m": 30, "y": 365})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import email
 import email.policy
 import hashlib
@@ -49,11 +50,12 @@ def test_ks_c_5601_1987_body_and_subject(fixtures: Path) -> None:
 
 
 def test_html_only_body_is_rendered(fixtures: Path) -> None:
+    # Plain text, no Markdown (issue 11): no "#" before headings, no "**", no link brackets.
     text = _parse(fixtures / "html_only.eml").text
-    assert text.startswith("# Spring sale\n\nPrices **down** 20")
-    assert "[the sale](https://example.com/sale)" in text  # inline, no reference list
+    assert text.startswith("Spring sale\n\nPrices down 20")
+    assert "the sale <https://example.com/sale>" in text  # the address beside its text
     assert "tracker" not in text  # images ignored
-    assert "<" not in text
+    assert "*" not in text and "#" not in text and "](" not in text
 
 
 def test_attachments_are_byte_exact(fixtures: Path) -> None:
@@ -194,7 +196,9 @@ def test_kit_x_unknown_body(corpus: Path) -> None:
 
 def test_kit_html_only_is_rendered(corpus: Path) -> None:
     text = _single(corpus, "imap_tools/base.eml").text
-    assert text.startswith("Соберите письма из других почтовых ящиков")
+    # Its <title> sits in the body, where browsers do not show it; neither do we.
+    assert text.startswith("Здравствуйте!\n\nЕсли у Вас уже есть почтовые ящики")
+    assert "настройте сбор почты <https://mail.yandex.ru/neo2/#setup/collectors>" in text
     assert "<div" not in text and "<td" not in text
 
 
@@ -249,3 +253,117 @@ def test_headers_are_kept_as_written_and_unfolded() -> None:
     assert headers["Content-Type"] == "text/plain; charset=utf-8"
     assert parsed.subject == "lib/message: Add function to get maildir flags."
     assert parsed.sent_at is not None and parsed.sent_at.hour == 8
+
+
+# Reading what a message says (issue 11) ------------------------------------------------------------
+
+HEAD = b"From: Ann <ann@x.example>\r\nTo: desk@acme.example\r\nSubject: s\r\nMIME-Version: 1.0\r\n"
+
+
+def _alternative(plain: str, html: str) -> bytes:
+    return (HEAD + b"Content-Type: multipart/alternative; boundary=alt\r\n\r\n--alt\r\n"
+            b"Content-Type: text/plain; charset=utf-8\r\n\r\n" + plain.encode() + b"\r\n--alt\r\n"
+            b"Content-Type: text/html; charset=utf-8\r\n\r\n" + html.encode() + b"\r\n--alt--\r\n")
+
+
+def test_a_placeholder_plain_part_gives_way_to_the_html() -> None:
+    html = "<p>Your <b>order 4411</b> has shipped.</p><p>Track it <a href='https://t.example/4411'>here</a>.</p>"
+    for stub in ("View this email in your browser", "See HTML version for full formatting",
+                 "This message is in HTML format.", "Your email client does not support HTML",
+                 "", "  \r\n  "):
+        text = parse_message(_alternative(stub, html)).text
+        assert text.startswith("Your order 4411 has shipped."), (stub, text)
+        assert "here <https://t.example/4411>" in text
+
+
+def test_a_real_plain_part_is_kept_even_when_it_mentions_the_browser() -> None:
+    plain = ("Hi Ann,\r\n\r\nThe invoice is attached. If the portal does not open, view it in your"
+             " browser at the usual address.\r\n\r\nJo")
+    assert parse_message(_alternative(plain, "<p>Hi Ann</p>")).text.startswith("Hi Ann,\n\nThe invoice")
+
+
+def test_a_header_the_parser_cannot_read_costs_that_header_only() -> None:
+    raw = (b"From: Ann <ann@x.example>\r\nTo: \"unterminated <bob@y.example>\r\n"
+           b"Cc: <<<@@@>>>, carl@z.example\r\nSubject: =?utf-8?q?broken=ZZ?= but kept\r\n"
+           b"X-Bad\x00Name: nul\r\nThis line is no header at all\r\n"
+           b"Date: Mon, 1 Jan 2024 00:00:00 +0000\r\n\r\nthe text\r\n")
+    parsed = parse_message(raw)
+    assert parsed.from_ == Address(address="ann@x.example", name="Ann")
+    assert "but kept" in parsed.subject
+    assert parsed.sent_at == datetime(2024, 1, 1, tzinfo=UTC)
+    assert parsed.text.startswith("the text")
+    assert any(d.startswith("header: dropped 2 line") for d in parsed.defects)  # NUL, no colon
+    assert not any(d.startswith("unparseable") for d in parsed.defects)
+
+
+def test_an_absurd_date_gives_way_to_the_received_time() -> None:
+    received = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+    for date in ("Mon, 01 Jan 0102 00:00:00 +0000", "Sun, 31 Dec 1989 23:59:59 +0000",
+                 "Wed, 04 Nov 2026 10:00:01 +0000"):
+        parsed = parse_message(b"Date: " + date.encode() + b"\r\n\r\nx\r\n", received_at=received)
+        assert parsed.sent_at is None, date
+        assert any(d.startswith("Date: absurd") for d in parsed.defects), date
+    for date, when in (("Mon, 01 Jan 1990 00:00:00 +0000", datetime(1990, 1, 1, tzinfo=UTC)),
+                       ("Tue, 03 Nov 2026 09:59:00 +0000", datetime(2026, 11, 3, 9, 59, tzinfo=UTC))):
+        parsed = parse_message(b"Date: " + date.encode() + b"\r\n\r\nx\r\n", received_at=received)
+        assert parsed.sent_at == when and parsed.defects == []
+
+
+async def test_an_absurd_date_is_stored_as_the_received_time(conn) -> None:
+    from shared.ingest.pipeline import ingest_raw
+    from shared.tenancy.store import create_identity, create_tenant
+
+    tenant = await create_tenant(conn, "acme")
+    identity = await create_identity(conn, tenant.id, "desk@acme.example")
+    outcome, defects = await ingest_raw(conn, None, identity.id,
+                                        b"Date: Mon, 01 Jan 0102 00:00:00 +0000\r\n\r\nx\r\n")
+    row = await conn.fetchrow("SELECT sent_at, received_at, coalesce(sent_at, received_at) AS date"
+                              " FROM messages WHERE id = $1", outcome.message_id)
+    assert row["sent_at"] is None and row["date"] == row["received_at"]
+    assert any(d.startswith("Date: absurd") for d in defects)
+
+
+def _attachment_with(headers: bytes, body: bytes = b"xx") -> bytes:
+    return (HEAD + b"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n"
+            b"Content-Type: text/plain\r\n\r\nsee attached\r\n--b\r\n" + headers + b"\r\n\r\n"
+            + body + b"\r\n--b--\r\n")
+
+
+def test_filenames_from_content_disposition_else_content_type_name() -> None:
+    cases = {
+        b"Content-Type: application/pdf; name=\"from-type.pdf\"\r\n"
+        b"Content-Disposition: attachment; filename=\"from-disposition.pdf\"": "from-disposition.pdf",
+        b"Content-Type: application/pdf; name=\"only-type.pdf\"": "only-type.pdf",
+        b"Content-Type: application/pdf; name=\"=?utf-8?B?0KHRh9C10YIucGRm?=\"": "Счет.pdf",
+        b"Content-Type: application/pdf\r\nContent-Disposition: attachment;"
+        b" filename=\"=?iso-8859-1?Q?R=E9sum=E9.pdf?=\"": "Résumé.pdf",
+        b"Content-Type: application/pdf\r\nContent-Disposition: attachment;"
+        b" filename*=utf-8''%E2%82%AC%20rates.pdf": "€ rates.pdf",
+        b"Content-Type: application/pdf\r\nContent-Disposition: attachment;\r\n"
+        b" filename*0*=utf-8''Factura%20n%C2%BA%20;\r\n filename*1=\"12.pdf\"": "Factura nº 12.pdf",
+        b"Content-Type: application/pdf; name*=iso-8859-1''Pr%E9vis.pdf": "Prévis.pdf",
+    }
+    for headers, filename in cases.items():
+        [attachment] = parse_message(_attachment_with(headers)).attachments
+        assert attachment.filename == filename, headers
+
+
+def test_uuencoded_parts_are_kept_byte_exact() -> None:
+    data = bytes(range(256)) * 3 + b"\x00tail\xff"
+    for backtick in (False, True):
+        encoded = b"".join(binascii.b2a_uu(data[i:i + 45], backtick=backtick)
+                           for i in range(0, len(data), 45))
+        body = b"begin 644 blob.bin\r\n" + encoded.replace(b"\n", b"\r\n") + b"`\r\nend"
+        [attachment] = parse_message(_attachment_with(
+            b"Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: x-uuencode\r\n"
+            b"Content-Disposition: attachment; filename=blob.bin", body)).attachments
+        assert attachment.content == data
+
+
+def test_obsolete_white_space_before_the_colon_is_read() -> None:
+    # RFC 5322 section 4.5 (obs-optional); the feed parser alone ends the header block there.
+    parsed = parse_message(b"From  : Ann <ann@x.example>\r\nSubject     : Saying Hello\r\n"
+                           b"Date  : Fri, 21 Nov 1997 09:55:06 -0600\r\n\r\nhello\r\n")
+    assert (parsed.from_.address, parsed.subject) == ("ann@x.example", "Saying Hello")
+    assert parsed.sent_at == datetime(1997, 11, 21, 15, 55, 6, tzinfo=UTC)
+    assert parsed.text == "hello\n"

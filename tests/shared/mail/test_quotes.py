@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from shared.mail.parse import parse_message
-from shared.mail.quotes import new_text, snippet
+from shared.mail.quotes import new_text, snippet, strip_quotes
 
 
 def test_quoted_lines_and_attribution_go() -> None:
@@ -48,8 +48,8 @@ QUOTES = "quote-stripping"
     ("name", "starts", "absent"),
     [
         ("email_1_2.txt", "Hi,\n\nYou can list the keys", "Abhishek Kona wrote"),
-        ("email_1_3.txt", "Oh thanks.\n\nHaving the function would be great.\n\n-Abhishek Kona",
-         "Russell Brown wrote"),
+        # EXPECTED.md: "-A…" is a hidden signature fragment.
+        ("email_1_3.txt", "Oh thanks.\n\nHaving the function would be great.", "-Abhishek Kona"),
         ("email_1_6.txt", "I get proper rendering as well.", "Corey Donohoe"),
         ("email_1_7.txt", ":+1:", "Steps 0-2"),
         ("greedy_on.txt", "On your remote host you can run:", "George Plymale wrote"),
@@ -77,7 +77,10 @@ def test_kit_talon_standard_replies(corpus: Path, name: str) -> None:
 def test_kit_talon_iphone(corpus: Path) -> None:
     folder = corpus / QUOTES / "talon/standard_replies"
     expected = (folder / "iphone_reply_text").read_text(encoding="utf-8").strip()
-    assert new_text(parse_message((folder / "iphone.eml").read_bytes()).text) == expected
+    # talon strips quotes only; the mobile signature is new_text's to drop.
+    text = parse_message((folder / "iphone.eml").read_bytes()).text
+    assert strip_quotes(text) == expected
+    assert new_text(text) == "Hello"
 
 
 def test_snippet() -> None:
