@@ -6,8 +6,8 @@ Where things happen:
 - ``detect`` decides an attachment's format from its magic bytes, extension and content type.
 - ``limits`` names every limit a file is read under; ``outcome`` the statuses (``pending``,
   ``ready``, ``unavailable``, ``skipped``) and their reasons.
-- ``sandbox`` reads one file in a new, resource-limited Python process with a wall-clock
-  deadline, so a zip bomb, a looping PDF or a hanging parser ends ``unavailable`` and the worker
+- ``sandbox`` reads one file in a new, resource-limited Python process (``child``) with a
+  wall-clock deadline, so a zip bomb, a looping PDF or a hanging parser ends ``unavailable`` and the worker
   goes on.
 - Inside the sandbox, ``formats`` picks the reader: ``pypdf`` (here), ``sheets`` (XLSX, XLS),
   ``slides`` (PPTX), ``wordml`` (DOCX), ``msdoc`` (DOC), ``opendoc`` (ODT), striprtf, inscriptis;

@@ -82,7 +82,7 @@ def _odf_encrypted(kind: AttachmentType, content: bytes) -> bool:
         return False
 
 
-def pdf_pages(content: bytes, max_pages: int) -> list[str] | None:
+def _pdf_pages(content: bytes, max_pages: int) -> list[str] | None:
     """One page per PDF page, text in content-stream order; None past ``max_pages`` pages.
 
     A PDF encrypted with an empty user password (only printing or copying restricted) opens as
@@ -107,7 +107,7 @@ def pdf_pages(content: bytes, max_pages: int) -> list[str] | None:
 _RTF_PAGE = re.compile(rb"\\page(?![a-zA-Z]) ?")
 
 
-def rtf_text(content: bytes) -> str:
+def _rtf_text(content: bytes) -> str:
     """The text of an RTF file; ``\\page`` becomes a page break.
 
     striprtf turns ``\\page`` into blank lines, so it is first rewritten as the hex escape of a
@@ -119,7 +119,7 @@ def rtf_text(content: bytes) -> str:
     return rtf_to_text(source, errors="replace")
 
 
-def plain_text(content: bytes) -> str:
+def _plain_text(content: bytes) -> str:
     """A plain text or CSV file's text (:func:`decode_text`); form feeds break pages."""
     return decode_text(content)
 
@@ -127,7 +127,7 @@ def plain_text(content: bytes) -> str:
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset=["']?([A-Za-z0-9_.:-]{1,40})""", re.I)
 
 
-def html_text(content: bytes) -> str:
+def _html_text(content: bytes) -> str:
     """The text of an HTML file as inscriptis lays it out (blocks on their own lines, tables
     in columns, scripts and styles dropped); the charset of a ``<meta>`` tag is honoured."""
     from inscriptis import get_text
@@ -159,15 +159,15 @@ def decode_text(content: bytes, charset: str | None = None) -> str:
 #: type -> (module, function, gives its own pages). Paged readers take ``max_pages`` and return
 #: None past it; flowing readers return text with form feeds at page breaks.
 _READERS: dict[AttachmentType, tuple[str, str, bool]] = {
-    _T.PDF: (__name__, "pdf_pages", True),
+    _T.PDF: (__name__, "_pdf_pages", True),
     _T.XLSX: ("shared.extract.sheets", "xlsx_pages", True),
     _T.XLS: ("shared.extract.sheets", "xls_pages", True),
     _T.PPTX: ("shared.extract.slides", "pptx_pages", True),
     _T.DOCX: ("shared.extract.wordml", "docx_text", False),
     _T.DOC: ("shared.extract.msdoc", "doc_text", False),
     _T.ODT: ("shared.extract.opendoc", "odt_text", False),
-    _T.RTF: (__name__, "rtf_text", False),
-    _T.TXT: (__name__, "plain_text", False),
-    _T.CSV: (__name__, "plain_text", False),
-    _T.HTML: (__name__, "html_text", False),
+    _T.RTF: (__name__, "_rtf_text", False),
+    _T.TXT: (__name__, "_plain_text", False),
+    _T.CSV: (__name__, "_plain_text", False),
+    _T.HTML: (__name__, "_html_text", False),
 }

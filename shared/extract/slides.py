@@ -43,7 +43,7 @@ def _shape_lines(shapes: SlideShapes) -> Iterator[str]:
     for shape in shapes:
         if shape.shape_type == pptx.enum.shapes.MSO_SHAPE_TYPE.GROUP:
             yield from _shape_lines(shape.shapes)
-        elif shape.has_table if hasattr(shape, "has_table") else False:
+        elif getattr(shape, "has_table", False):
             for row in shape.table.rows:
                 yield "\t".join(" ".join(cell.text.split()) for cell in row.cells).rstrip("\t")
         elif shape.has_text_frame and shape.text_frame.text.strip():

@@ -237,3 +237,33 @@ async def test_deleting_the_message_deletes_its_attachment_text(conn, identity_i
     await queue(conn, ids)
     await conn.execute("DELETE FROM messages WHERE id = $1", message_id)
     assert await conn.fetchval("SELECT count(*) FROM attachment_texts") == 0
+
+
+async def test_attachments_of_real_mail_reach_their_text(conn, pool, identity_id, kit):
+    # Real DOCX, PDF, ODT and DOC inside e-mail (corpus/attachments/tika/SOURCES.md); the
+    # bulletin PDF is sent as application/octet-stream.
+    singles = kit / "corpus" / "singles"
+    ids: list[str] = []
+    for path in ("php-mime-mail-parser/issue274.eml", "php-mime-mail-parser/m0024.eml",
+                 "spamscope-mail-parser/mail_test_2.eml"):
+        outcome, _ = await ingest_raw(conn, None, identity_id, (singles / path).read_bytes())
+        ids += await message_attachment_ids(conn, identity_id, outcome.message_id)
+    assert await queue(conn, ids) == len(ids)
+
+    assert await drained(pool) == len(ids)
+
+    rows = await conn.fetch(
+        "SELECT a.filename, t.status, t.pages[1] AS first FROM attachment_texts t"
+        " JOIN attachments a ON a.id = t.attachment_id")
+    got = {r["filename"]: (r["status"], r["first"] or "") for r in rows}
+    starts = {"Hello from SwiftMailer.docx": "Hello from SwiftMailer\u00a0!",
+              "Hello from SwiftMailer.pdf": "Hello from SwiftMailer\u00a0!",
+              "Hello from SwiftMailer.odt": "Hello from SwiftMailer\u00a0!",
+              "Biodiversité de semaine en semaine.doc": "Biodiversité de semaine en semaine\n",
+              "Bollettino.pdf": "BOLLETTINO METEOROLOGICO\nREGIONE AUTONOMA VALLE D'AOSTA"}
+    for name, start in starts.items():
+        status, first = got[name]
+        assert status == "ready" and first.startswith(start), (name, status)
+    assert {name: status for name, (status, _) in got.items() if status != "ready"} == {
+        "Cours-Tutoriels-Serge-Tahé-1568x268.png": "skipped", "test-localhost.eml": "skipped",
+        "intestazione.jpg": "skipped", "logometeo.jpg": "skipped"}
