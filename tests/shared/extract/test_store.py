@@ -147,13 +147,15 @@ async def test_two_concurrent_drains_claim_each_attachment_once(conn, pool, iden
 
 async def test_hostile_files_in_the_queue_end_final_and_the_drain_goes_on(conn, pool,
                                                                           identity_id):
-    limits = Limits(wall_seconds=3.0, max_input_bytes=2_000_000)
+    # A wall limit well above a small file's read even on a loaded machine, well below the
+    # slow PDF's 20 CPU seconds; an input limit below the slow PDF's 3.4 MB would skip it.
+    limits = Limits(wall_seconds=6.0, max_input_bytes=4_000_000)
     files = {
         "bomb.docx": documents.zip_bomb_docx(),
         "loop.pdf": documents.pdf(["loop"], kids_loop=True),
         "locked.pdf": documents.encrypted_pdf("secret", user_password="pw"),
-        "slow.pdf": documents.slow_pdf(operators=100_000),
-        "huge.txt": b"word " * 500_000,
+        "slow.pdf": documents.slow_pdf(),
+        "huge.txt": b"word " * 1_000_000,
         "good.docx": documents.docx_file([["Still extracted"]]),
     }
     message_id, ids = await mail_with(conn, identity_id,
