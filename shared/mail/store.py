@@ -41,7 +41,8 @@ from shared.tenancy.store import identity_addresses
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
            "messages_by_ids", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
-           "message_exists"]
+           "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
+           "message_attachment_ids"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -438,3 +439,49 @@ async def message_exists(conn: asyncpg.Connection, identity_id: str, message_id:
     """Whether ``message_id`` is a message of ``identity_id``."""
     return bool(await conn.fetchval(
         "SELECT true FROM messages WHERE id = $1 AND identity_id = $2", message_id, identity_id))
+
+
+class AttachmentFile(msgspec.Struct, frozen=True, kw_only=True):
+    """One attachment's bytes and what its format is told from (``shared.extract``). ``size``
+    is in bytes; ``content`` is None when the attachment is larger than the ``max_bytes`` it was
+    read with, so an oversize part is never loaded."""
+
+    id: str
+    message_id: str
+    identity_id: str
+    filename: str | None
+    content_type: str
+    size: int
+    content: bytes | None
+
+
+async def attachment_file(conn: asyncpg.Connection, attachment_id: str, *, max_bytes: int
+                          ) -> AttachmentFile | None:
+    """The attachment ``attachment_id`` with its bytes up to ``max_bytes``, or None."""
+    row = await conn.fetchrow(
+        """SELECT a.id, a.message_id, m.identity_id, a.filename, a.content_type, a.size,
+                  CASE WHEN a.size <= $2 THEN a.content END AS content
+           FROM attachments a JOIN messages m ON m.id = a.message_id WHERE a.id = $1""",
+        attachment_id, max_bytes)
+    return AttachmentFile(**dict(row)) if row else None
+
+
+async def attachment_identities(conn: asyncpg.Connection, attachment_ids: list[str]
+                                ) -> dict[str, str]:
+    """The identity id of each of ``attachment_ids`` that exists."""
+    rows = await conn.fetch(
+        "SELECT a.id, m.identity_id FROM attachments a JOIN messages m ON m.id = a.message_id"
+        " WHERE a.id = any($1::text[])", attachment_ids)
+    return {r["id"]: r["identity_id"] for r in rows}
+
+
+async def message_attachment_ids(conn: asyncpg.Connection, identity_id: str, message_id: str
+                                 ) -> list[str] | None:
+    """The attachment ids of the message ``message_id`` of ``identity_id`` in part order; None
+    when the identity has no such message."""
+    row = await conn.fetchrow(
+        """SELECT coalesce((SELECT array_agg(a.id ORDER BY a.part_index) FROM attachments a
+                            WHERE a.message_id = m.id), '{}') AS ids
+           FROM messages m WHERE m.id = $1 AND m.identity_id = $2""",
+        message_id, identity_id)
+    return list(row["ids"]) if row else None
