@@ -51,8 +51,6 @@ __all__ = [
 #: JWS algorithm. RFC 9864 deprecates "EdDSA" for the fully specified "Ed25519", but the
 #: verifiers in use (PyJWT among them) know only "EdDSA"; the signature is the same Ed25519.
 ALG: Final = "EdDSA"
-# joserfc warns on every "EdDSA" signature for that reason; the choice is made above.
-warnings.filterwarnings("ignore", message="EdDSA is deprecated", category=SecurityWarning)
 
 #: Where the JWKS is served; ``jwks_uri`` is ``https://{PM_API_HOST}`` plus this.
 JWKS_PATH: Final = "/.well-known/jwks.json"
@@ -172,8 +170,11 @@ async def sign_assertion(conn: asyncpg.Connection, *, secret: str, api_host: str
         claims["nonce"] = nonce
     if ext:
         claims["ext"] = ext
-    token = jwt.encode({"alg": ALG, "typ": "JWT", "kid": signer.kid}, claims,
-                       OKPKey.import_key(signer.private_key), algorithms=[ALG])
+    with warnings.catch_warnings():
+        # joserfc warns on every "EdDSA" signature (RFC 9864); ALG says why it is used anyway.
+        warnings.simplefilter("ignore", SecurityWarning)
+        token = jwt.encode({"alg": ALG, "typ": "JWT", "kid": signer.kid}, claims,
+                           OKPKey.import_key(signer.private_key), algorithms=[ALG])
     return AssertionResult(assertion=token, kid=signer.kid,
                            expires_at=datetime.fromtimestamp(issued + expires_in, timezone.utc),
                            jwks_uri=jwks_uri(api_host))

@@ -42,8 +42,8 @@ from shared.logs import get_logger
 __all__ = [
     "KeyPurpose", "SigningKey", "Signer", "WellKnownDocument",
     "LONGEST_LIFETIME", "CLOCK_SKEW", "RETIREMENT_GRACE", "CACHE_MAX_AGE",
-    "thumbprint", "raw_public_key", "jwk_x", "ensure_active_key", "active_signer", "published_keys", "published_signers",
-    "rotate_key",
+    "thumbprint", "raw_public_key", "jwk_x", "ensure_active_key", "active_signer",
+    "published_keys", "published_signers", "rotate_key",
 ]
 
 _log = get_logger("signing")

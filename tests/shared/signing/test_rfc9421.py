@@ -76,7 +76,8 @@ def test_the_directory_of_the_test_key_is_the_drafts_signed_directory_response()
         b'{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"'
         b',"x":"JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs","use":"sig"}]}')
     assert document.headers["Content-Type"] == DIRECTORY_MEDIA_TYPE
-    assert document.headers["Content-Digest"] == "sha-256=:CADMT2aBdV/rqQr/NIru64ERQkCobVvllA4V0fLFDu0=:"
+    assert document.headers["Content-Digest"] == (
+        "sha-256=:CADMT2aBdV/rqQr/NIru64ERQkCobVvllA4V0fLFDu0=:")
     assert document.headers["Signature-Input"] == (
         'binding=("@authority";req "content-digest");created=1735689600;expires=4889289600'
         f';keyid="{RFC_TEST_KID}";tag="{DIRECTORY_TAG}"')
