@@ -38,8 +38,8 @@ from joserfc.errors import SecurityWarning
 from joserfc.jwk import OKPKey
 
 from shared.errors import invalid
-from shared.signing.keys import (CACHE_MAX_AGE, KeyPurpose, WellKnownDocument, active_signer,
-                                 jwk_x, published_keys)
+from shared.signing.keys import (CACHE_MAX_AGE, Instant, KeyPurpose, WellKnownDocument,
+                                 active_signer, jwk_x, published_keys)
 
 __all__ = [
     "ALG", "JWKS_PATH", "JWKS_MEDIA_TYPE", "EXPIRES_IN_MIN", "EXPIRES_IN_MAX",
@@ -83,7 +83,7 @@ class AssertionResult(msgspec.Struct, frozen=True, kw_only=True):
 
     assertion: Annotated[str, msgspec.Meta(description="The token, a compact JWS.")]
     kid: Kid
-    expires_at: datetime
+    expires_at: Instant
     jwks_uri: Uri
 
 

@@ -24,6 +24,7 @@ import base64
 import os
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
+from typing import Annotated
 
 import asyncpg
 import msgspec
@@ -40,7 +41,7 @@ from shared.errors import ErrorCode, PylotaError
 from shared.logs import get_logger
 
 __all__ = [
-    "KeyPurpose", "SigningKey", "Signer", "WellKnownDocument",
+    "KeyPurpose", "SigningKey", "Signer", "WellKnownDocument", "Instant",
     "LONGEST_LIFETIME", "CLOCK_SKEW", "RETIREMENT_GRACE", "CACHE_MAX_AGE",
     "thumbprint", "raw_public_key", "jwk_x", "ensure_active_key", "active_signer",
     "published_keys", "published_signers", "rotate_key",
@@ -70,6 +71,10 @@ RETIREMENT_GRACE = LONGEST_LIFETIME + CLOCK_SKEW
 #: grace, so a verifier's cached copy is refreshed while the retired key is still in it; it also
 #: bounds how long a verifier that does not refetch on an unknown kid misses a new key.
 CACHE_MAX_AGE = timedelta(seconds=300)
+
+#: A time zone aware instant; its JSON Schema is ``{"type": "string", "format": "date-time"}``
+#: as the tools' output schemas say.
+Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 
 _HKDF_INFO = b"pylota-mail signing_keys private_key AES-256-GCM v1"
 _NONCE_BYTES = 12

@@ -37,7 +37,7 @@ import idna
 import msgspec
 
 from shared.errors import invalid
-from shared.signing.keys import (CACHE_MAX_AGE, KeyPurpose, Signer, WellKnownDocument,
+from shared.signing.keys import (CACHE_MAX_AGE, Instant, KeyPurpose, Signer, WellKnownDocument,
                                  active_signer, jwk_x, published_signers)
 from shared.signing.rfc9421 import (ED25519, Component, sign, signature_fields,
                                     content_digest)
@@ -91,7 +91,7 @@ class SignedRequest(msgspec.Struct, frozen=True, kw_only=True):
     """mail_sign_http_request's result: ``{headers, expires_at}`` (spec section 4.3)."""
 
     headers: SignatureHeaders
-    expires_at: datetime
+    expires_at: Instant
 
 
 class _DirectoryKey(msgspec.Struct, frozen=True):
@@ -150,12 +150,14 @@ def _parse_url(url: str) -> tuple[SplitResult, int | None]:
     return parts, port
 
 
-def _ascii(path: str, name: str, value: str) -> str:
+def _ascii(path: str, name: str, value: str, fix: str) -> str:
     if not value.isascii():
-        raise invalid(path, f"The {name} value to sign is not ASCII.",
-                      f"Percent-encode the non-ASCII characters of {name} in {path} (UTF-8),"
-                      f" exactly as your HTTP client will send them.")
+        raise invalid(path, f"The {name} value to sign is not ASCII.", fix)
     return value
+
+
+_PERCENT_ENCODE = ("Percent-encode the non-ASCII characters of url (as UTF-8), exactly as your HTTP"
+                   " client will send them, or leave {} out of components.")
 
 
 def _request_components(url: str, method: str | None, components: Sequence[str],
@@ -169,7 +171,10 @@ def _request_components(url: str, method: str | None, components: Sequence[str],
     values = {
         "@authority": Component("@authority", authority),
         "signature-agent": Component("signature-agent", http_sf.ser(agent), {"key": LABEL}),
-        "from": Component("from", _ascii("identity", "From address", from_)),
+        "from": Component("from", _ascii(
+            "identity", "From", from_,
+            "Use an identity whose address is ASCII: From is always signed and cannot carry"
+            " this address.")),
     }
     wanted = set(components)
     if "@method" in wanted:
@@ -178,9 +183,11 @@ def _request_components(url: str, method: str | None, components: Sequence[str],
                           "Pass method (for example GET), or drop @method from components.")
         values["@method"] = Component("@method", method)
     if "@path" in wanted:
-        values["@path"] = Component("@path", _ascii("url", "@path", parts.path or "/"))
+        values["@path"] = Component("@path", _ascii("url", "@path", parts.path or "/",
+                                                    _PERCENT_ENCODE.format("@path")))
     if "@query" in wanted:
-        values["@query"] = Component("@query", _ascii("url", "@query", f"?{parts.query}"))
+        values["@query"] = Component("@query", _ascii("url", "@query", f"?{parts.query}",
+                                                      _PERCENT_ENCODE.format("@query")))
     return [values[name] for name in ALWAYS_SIGNED + OPTIONAL_COMPONENTS if name in values]
 
 

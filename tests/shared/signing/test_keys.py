@@ -163,3 +163,11 @@ async def test_the_table_refuses_a_second_active_key(conn):
 
 def test_the_cache_lifetime_is_shorter_than_the_grace():
     assert CACHE_MAX_AGE < RETIREMENT_GRACE
+
+
+def test_the_package_exports_what_it_lists():
+    import shared.signing
+    from shared.signing import assertions, keys, rfc9421, web_bot_auth
+
+    for module in (shared.signing, assertions, keys, rfc9421, web_bot_auth):
+        assert module.__all__ and all(hasattr(module, name) for name in module.__all__)
