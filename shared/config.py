@@ -13,7 +13,10 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Settings", "SettingsError"]
+__all__ = ["Settings", "SettingsError", "MIN_SIGNING_SECRET_LENGTH"]
+
+#: Shortest PM_SIGNING_SECRET accepted (32 characters of token_urlsafe carry 192 bits).
+MIN_SIGNING_SECRET_LENGTH = 32
 
 
 class SettingsError(Exception):
@@ -75,6 +78,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_embed_batch: int = 32
     #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
     pm_embed_poll_seconds: int = 5
+    #: Secret that encrypts the signing keys at rest (shared/signing/keys.py), at least
+    #: MIN_SIGNING_SECRET_LENGTH characters; unset, the signing tools answer ``unavailable``.
+    pm_signing_secret: str = ""
+
+    def __post_init__(self) -> None:
+        # A short secret would make the encrypted private keys guessable; refusing it at start-up
+        # names the variable, where a failure at the first signature would not.
+        if self.pm_signing_secret and len(self.pm_signing_secret) < MIN_SIGNING_SECRET_LENGTH:
+            raise SettingsError(
+                f"PM_SIGNING_SECRET has {len(self.pm_signing_secret)} characters; it needs at least"
+                f" {MIN_SIGNING_SECRET_LENGTH}: set a random value such as the output of"
+                " `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
