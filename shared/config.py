@@ -51,6 +51,31 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_embed_batch: int = 32
     #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
     pm_embed_poll_seconds: int = 5
+    #: SMTP relay that delivers sent mail (shared.outbound.delivery); Mailpit's port by default.
+    pm_smtp_relay_host: str = "127.0.0.1"
+    pm_smtp_relay_port: int = 1025
+    #: How to secure the relay connection: none, starttls (RFC 3207) or tls (implicit, RFC 8314).
+    pm_smtp_relay_security: Literal["none", "starttls", "tls"] = "none"
+    #: Relay credentials (SMTP AUTH); empty means no AUTH.
+    pm_smtp_relay_username: str = ""
+    pm_smtp_relay_password: str = ""
+    #: Seconds each relay command may take.
+    pm_smtp_relay_timeout: float = 30.0
+    #: Delivery attempts before a message that keeps failing temporarily is failed.
+    pm_smtp_max_attempts: int = 8
+    #: Seconds before the first retry; each later retry waits four times longer (at most 6 h).
+    pm_smtp_retry_seconds: float = 60.0
+    #: DKIM signing domain (d=); empty means outgoing mail is not signed.
+    pm_dkim_domain: str = ""
+    #: DKIM selector (s=); the public key is TXT at <selector>._domainkey.<domain>.
+    pm_dkim_selector: str = ""
+    #: Path of the DKIM private key (PEM).
+    pm_dkim_key_file: str = ""
+    #: Where the inbound SMTP listener (pylota smtp) listens.
+    pm_smtp_listen_host: str = "127.0.0.1"
+    pm_smtp_listen_port: int = 2525
+    #: Largest message the listener accepts, in bytes (SIZE, RFC 1870; 552 over it).
+    pm_smtp_max_message_bytes: int = 26_214_400
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

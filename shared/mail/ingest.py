@@ -1,6 +1,7 @@
 """One raw message in: parse, separate new text, store and thread, triage, index, announce.
 
-Used by ``pylota import`` (and later by the SMTP listener and REST ingest). Parsing never raises,
+Used by ``pylota import``, the SMTP listener (``front.smtp``), and the send tools, which store the
+message they compose here before it is delivered (``shared.outbound.send``). Parsing never raises,
 so a message that parses badly is stored as far as it parses (its raw bytes always) with its
 defects; only a database failure stops an ingest.
 """
@@ -28,8 +29,11 @@ _REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
-                     raw: bytes) -> tuple[StoreOutcome, list[str]]:
+                     raw: bytes, *, queued: bool = False) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
+
+    ``queued`` marks mail composed here that waits for delivery: stored with status ``queued``
+    instead of ``sent`` (``shared.outbound`` moves it on to ``sent`` or ``failed``).
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -38,7 +42,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     parsed = parse_message(raw)
     fresh = new_text(parsed.text)
     defects = list(parsed.defects)
-    status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
+    status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) \
+        else "queued" if queued else "received"
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from typing import Literal
 
 import asyncpg
 import msgspec
@@ -33,7 +34,7 @@ from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
            "messages_by_ids", "own_addresses", "StoredContent", "stored_contents", "Outline",
-           "outline", "correspondence", "thread_ids"]
+           "outline", "correspondence", "thread_ids", "raw_of", "set_status", "set_labels"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,7 +131,9 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
     De-duplication: a message with the same Message-ID and the same content as a stored one of
     the identity is a duplicate and stores nothing (see :func:`_dedupe_key`). Two different
     messages that share a Message-ID (test suites, broken mailers) are both kept.
-    Direction is ``outbound`` when the sender is one of the identity's addresses.
+    Direction is ``outbound`` when the sender is one of the identity's addresses; such a message
+    is stored ``sent`` (mail imported from a sent folder) unless ``status`` is ``queued`` (mail
+    composed by the send tools, waiting for delivery).
 
     Returns:
         The stored (or already stored) message and thread ids.
@@ -380,3 +383,21 @@ async def thread_ids(conn: asyncpg.Connection, message_ids: list[str]) -> dict[s
     rows = await conn.fetch("SELECT id, thread_id FROM messages WHERE id = any($1::text[])",
                             message_ids)
     return {r["id"]: r["thread_id"] for r in rows}
+
+
+async def raw_of(conn: asyncpg.Connection, message_id: str) -> bytes | None:
+    """The raw bytes ``message_id`` was stored from, exactly, or None."""
+    return await conn.fetchval("SELECT raw FROM raw_messages WHERE message_id = $1", message_id)
+
+
+async def set_status(conn: asyncpg.Connection, message_id: str,
+                     status: Literal["queued", "sent", "failed"]) -> None:
+    """Set the status of an outbound message: ``shared.outbound`` reports its delivery here."""
+    await conn.execute("UPDATE messages SET status = $2 WHERE id = $1 AND direction = 'outbound'",
+                       message_id, status)
+
+
+async def set_labels(conn: asyncpg.Connection, message_id: str, labels: list[str]) -> None:
+    """Replace the labels of ``message_id`` (the send tools' ``labels``, on the message they
+    just stored)."""
+    await conn.execute("UPDATE messages SET labels = $2 WHERE id = $1", message_id, labels)

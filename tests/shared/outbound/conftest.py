@@ -1,0 +1,144 @@
+"""Fixtures for outbound mail: a pool on the test's database, a sending identity, DKIM keys, and
+a real SMTP server on loopback standing in for the relay (aiosmtpd, in the test's event loop).
+
+The relay stand-in is one of the parts we do not run ourselves (STYLE.md: stand-ins only for
+those). It records every transaction it accepts, and can refuse recipients, answer DATA with a
+chosen reply, or hold a transaction until the test lets it go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import asyncpg
+import pytest
+from aiosmtpd.smtp import SMTP, Envelope, Session
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from shared.db import create_pool
+from shared.outbound.delivery import RelayConfig
+from shared.outbound.dkim_signing import DkimSigner
+from shared.outbound.model import Sender
+from shared.tenancy.store import create_identity, create_tenant
+
+OWN = "desk@acme.example"
+
+
+@dataclass
+class Received:
+    """One transaction the relay accepted."""
+
+    mail_from: str
+    rcpt_tos: list[str]
+    content: bytes
+
+
+@dataclass
+class Relay:
+    """The stand-in relay's behaviour and what it received.
+
+    ``refuse`` maps a recipient to the reply RCPT gets; ``data_reply`` answers DATA instead of
+    ``250``; while ``hold`` is set, DATA waits for ``release`` (and ``entered`` tells the test
+    that a transaction got that far).
+    """
+
+    port: int = 0
+    received: list[Received] = field(default_factory=list)
+    refuse: dict[str, str] = field(default_factory=dict)
+    data_reply: str | None = None
+    hold: bool = False
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
+                          address: str, rcpt_options: list[str]) -> str:
+        if address in self.refuse:
+            return self.refuse[address]
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        if self.hold:
+            self.entered.set()
+            await self.release.wait()
+            return "421 4.3.0 going away"
+        if self.data_reply is not None:
+            return self.data_reply
+        self.received.append(Received(mail_from=envelope.mail_from or "",
+                                      rcpt_tos=list(envelope.rcpt_tos),
+                                      content=envelope.original_content or b""))
+        return "250 2.0.0 Ok: queued as TEST"
+
+    def config(self, **overrides: object) -> RelayConfig:
+        values: dict[str, object] = {"host": "127.0.0.1", "port": self.port, "timeout": 5.0,
+                                     "max_attempts": 3, "retry_seconds": 0.0}
+        values.update(overrides)
+        return RelayConfig(**values)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def serving(relay: Relay) -> AsyncIterator[Relay]:
+    """Run ``relay`` on a free loopback port until the block ends."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: SMTP(relay, hostname="relay.test", loop=loop),
+                                      "127.0.0.1", 0)
+    relay.port = server.sockets[0].getsockname()[1]
+    try:
+        yield relay
+    finally:
+        relay.release.set()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.fixture
+async def relay() -> AsyncIterator[Relay]:
+    """A relay stand-in listening on loopback."""
+    async with serving(Relay()) as running:
+        yield running
+
+
+@pytest.fixture
+async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on the test's own database."""
+    created = await create_pool(db_url, min_size=1, max_size=20)
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+async def sender(conn: asyncpg.Connection) -> Sender:
+    """``desk@acme.example`` (display name "Acme Desk") in tenant acme."""
+    tenant = await create_tenant(conn, "acme")
+    identity = await create_identity(conn, tenant.id, OWN, display_name="Acme Desk")
+    return Sender.of(identity)
+
+
+@dataclass(frozen=True)
+class DkimKeys:
+    signer: DkimSigner
+    #: The TXT record published at <selector>._domainkey.<domain>.
+    record: str
+
+    def dnsfunc(self, name: bytes | str, timeout: float = 5) -> str | None:
+        """dkimpy's DNS lookup, answering only our selector."""
+        text = name.decode() if isinstance(name, bytes) else name
+        wanted = f"{self.signer.selector}._domainkey.{self.signer.domain}"
+        return self.record if text.rstrip(".") == wanted else None
+
+
+@pytest.fixture(scope="session")
+def dkim_keys() -> DkimKeys:
+    """A 2048-bit RSA key for acme.example, selector s1."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.DER,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return DkimKeys(signer=DkimSigner(domain="acme.example", selector="s1", private_key=pem),
+                    record="v=DKIM1; k=rsa; p=" + base64.b64encode(public).decode())
