@@ -119,8 +119,9 @@ async def _transmit(relay: RelayConfig, mail_from: str, recipients: list[str],
         return _Transmission(error=_reply(exc.code, exc.message), permanent=500 <= exc.code < 600)
     except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
         return _Transmission(error=f"relay unreachable: {type(exc).__name__}: {exc}"[:500])
+    # sendmail returns only the text of DATA's reply; anything but 250 would have raised.
     return _Transmission(accepted=[r for r in recipients if r not in refused],
-                         reply=" ".join(reply.split())[:500],
+                         reply=_reply(250, reply),
                          refused={r: (resp.code, resp.message) for r, resp in refused.items()})
 
 
@@ -173,8 +174,9 @@ async def _deliver(pool: asyncpg.Pool, relay: RelayConfig, dkim: DkimSigner | No
 
 async def deliver_due(pool: asyncpg.Pool, relay: RelayConfig, *, dkim: DkimSigner | None = None,
                       limit: int = 50, lease_seconds: float | None = None) -> int:
-    """Deliver up to ``limit`` due messages, one after another, and return how many attempts
-    were made (0 when nothing was due).
+    """Deliver up to ``limit`` due messages, one after another, each at most once per call
+    (a message deferred by this call waits for the next), and return how many attempts were
+    made (0 when nothing was due).
 
     ``lease_seconds`` is how long a claimed message stays claimed before another worker may
     take it again (default: four relay timeouts plus 30 s). Holds no pooled connection while
@@ -182,12 +184,12 @@ async def deliver_due(pool: asyncpg.Pool, relay: RelayConfig, *, dkim: DkimSigne
     database failure propagates.
     """
     lease = lease_seconds if lease_seconds is not None else relay.timeout * 4 + 30
-    attempts = 0
-    while attempts < limit:
+    tried: list[str] = []
+    while len(tried) < limit:
         async with pool.acquire() as conn:
-            claim = await claim_next(conn, lease_seconds=lease)
+            claim = await claim_next(conn, lease_seconds=lease, skip=tried)
         if claim is None:
             break
+        tried.append(claim.message_id)
         await _deliver(pool, relay, dkim, claim)
-        attempts += 1
-    return attempts
+    return len(tried)

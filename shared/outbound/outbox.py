@@ -106,9 +106,11 @@ async def outbound_of(conn: asyncpg.Connection, message_id: str) -> Outbound | N
                     delivery=delivery)
 
 
-async def claim_next(conn: asyncpg.Connection, *, lease_seconds: float) -> Claim | None:
+async def claim_next(conn: asyncpg.Connection, *, lease_seconds: float,
+                     skip: list[str] | None = None) -> Claim | None:
     """Take the most overdue message (queued or deferred and due, or ``sending`` with a lapsed
-    lease) for one attempt, in its own transaction; None when nothing is due."""
+    lease), other than those in ``skip``, for one attempt, in its own transaction; None when
+    nothing is due."""
     async with conn.transaction():
         row = await conn.fetchrow(
             """UPDATE outbound_messages o SET status = 'sending', attempts = o.attempts + 1,
@@ -118,11 +120,12 @@ async def claim_next(conn: asyncpg.Connection, *, lease_seconds: float) -> Claim
                  WHERE next_attempt_at <= now()
                    AND (status IN ('queued', 'deferred')
                         OR (status = 'sending' AND lease_until < now()))
+                   AND message_id <> all($2::text[])
                  ORDER BY next_attempt_at, message_id
                  FOR UPDATE SKIP LOCKED LIMIT 1)
                RETURNING o.message_id, o.identity_id, o.tenant_id, o.rfc_message_id,
                          o.mail_from, o.attempts""",
-            lease_seconds)
+            lease_seconds, skip or [])
         if row is None:
             return None
         recipients = await conn.fetch(

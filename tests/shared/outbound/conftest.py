@@ -125,20 +125,28 @@ class DkimKeys:
     #: The TXT record published at <selector>._domainkey.<domain>.
     record: str
 
+    @property
+    def record_name(self) -> str:
+        return f"{self.signer.selector}._domainkey.{self.signer.domain}"
+
     def dnsfunc(self, name: bytes | str, timeout: float = 5) -> str | None:
         """dkimpy's DNS lookup, answering only our selector."""
         text = name.decode() if isinstance(name, bytes) else name
-        wanted = f"{self.signer.selector}._domainkey.{self.signer.domain}"
-        return self.record if text.rstrip(".") == wanted else None
+        return self.record if text.rstrip(".") == self.record_name else None
 
 
-@pytest.fixture(scope="session")
-def dkim_keys() -> DkimKeys:
-    """A 2048-bit RSA key for acme.example, selector s1."""
+def make_dkim_keys(domain: str, selector: str) -> DkimKeys:
+    """A new 2048-bit RSA key for ``domain`` and ``selector``, with its TXT record."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
     public = key.public_key().public_bytes(serialization.Encoding.DER,
                                            serialization.PublicFormat.SubjectPublicKeyInfo)
-    return DkimKeys(signer=DkimSigner(domain="acme.example", selector="s1", private_key=pem),
+    return DkimKeys(signer=DkimSigner(domain=domain, selector=selector, private_key=pem),
                     record="v=DKIM1; k=rsa; p=" + base64.b64encode(public).decode())
+
+
+@pytest.fixture(scope="session")
+def dkim_keys() -> DkimKeys:
+    """A key for acme.example, selector s1."""
+    return make_dkim_keys("acme.example", "s1")
