@@ -176,3 +176,35 @@ async def test_suppressed_at_delivery_time(pool, conn, sender: Sender, relay: Re
     delivery = await delivery_of(conn, sent.message.id)
     assert delivery is not None
     assert {r.address: r.status for r in delivery.recipients}["bo@example.net"] == "suppressed"
+
+
+async def test_a_reply_to_real_imported_mail_threads_and_goes_to_loopback_only(
+        pool, conn, sender, relay: Relay, kit):
+    from shared.mail.ingest import ingest_raw
+    from shared.mail.parse import parse_message
+    from shared.mail.sources import iter_sources
+    from shared.outbound.model import ReplyRequest
+    from shared.outbound.send import reply_message
+
+    # Real mail is only ever relayed to the loopback stand-in (the kit's rule).
+    assert relay.config().host == "127.0.0.1"
+    mbox = kit / "corpus" / "mailboxes" / "notmuch-lkml" / "notmuch-lkml.mbox"
+    raw = next(item.raw for item in iter_sources([mbox]) if item.raw
+               and len(parse_message(item.raw).references) > 1)
+    await ingest_raw(conn, None, sender.identity_id, raw)
+    row = await conn.fetchrow(
+        "SELECT id, thread_id, rfc_message_id, \"references\" FROM messages"
+        " WHERE cardinality(\"references\") > 1 AND from_address IS NOT NULL ORDER BY id LIMIT 1")
+    reply = await reply_message(pool, None, sender, ReplyRequest(
+        message_id=row["id"], idempotency_key="real-1", text="Thanks, applied."))
+    assert reply.message.thread_id == row["thread_id"]
+    assert reply.message.in_reply_to == [row["rfc_message_id"]]
+    assert reply.message.references[-1] == row["rfc_message_id"]
+    assert reply.message.references[0] == row["references"][0]
+    async with asyncio.timeout(WAIT):
+        assert await deliver_due(pool, relay.config()) == 1
+    delivered = email.message_from_bytes(relay.received[0].content, policy=policy.default)
+    assert delivered["In-Reply-To"] == f"<{row['rfc_message_id']}>"
+    original = await conn.fetchval("SELECT subject FROM messages WHERE id = $1", row["id"])
+    assert original.startswith("Re: ")
+    assert str(delivered["Subject"]).strip() == original  # Re: once, not "Re: Re:"

@@ -48,3 +48,23 @@ def test_other_mail_is_no_report():
     assert parse_dsn(dsn(report_type="disposition-notification")) is None
     assert parse_dsn(b"From: jo@example.com\r\nSubject: hi\r\n\r\nbody\r\n") is None
     assert parse_dsn(b"\xff\xfe garbage") is None
+
+
+def test_real_reports_from_the_kit(kit):
+    singles = kit / "corpus" / "singles"
+    expected = {
+        "flanker/bounce/mailbox-full.eml": ("4E326A95.3010907@example.com",
+                                            [("user@aol.com", "5.2.2", True)]),
+        "flanker/bounce/office365.eml": ("20171013111011.20866.254C2F3A4D7AA526@ninomail.com",
+                                         [("noname@example.com", "5.1.10", True)]),
+        "flanker/bounce/no-mx.eml": ("19E44CA63F984902B7D654F8FF40F89D@bo",
+                                     [("user@example.com", "4.4.4", False)]),
+        "nodemailer-mailparser/delivery-status.eml": ("xxxxx@email.amazonses.com",
+                                                      [("xxxx@xxxx.com", "5.1.1", True)]),
+    }
+    for name, (original, recipients) in expected.items():
+        report = parse_dsn((singles / name).read_bytes())
+        assert report is not None, name
+        assert report.original_message_id == original
+        assert [(r.address, r.status, r.hard_bounce) for r in report.recipients] == recipients
+    assert parse_dsn((singles / "flanker/disposition-notification.eml").read_bytes()) is None
