@@ -16,7 +16,9 @@ The session, rung by rung:
 4. The message goes to ``shared.mail.ingest.ingest_raw`` for each recipient identity, the path
    ``pylota import`` takes, which announces it on the identity's new-mail channel (``mail_wait``
    sees it at once); a delivery status notification about a message we sent also updates that
-   message's delivery (``shared.outbound.bounces``). Then ``250``. A database or Redis failure
+   message's delivery (``shared.outbound.bounces``). Then ``250``. A message delivered again
+   with the same bytes (at-least-once senders, ours included) is recognised by those bytes, not
+   by our trace fields, and stored once. A database or Redis failure
    answers ``451``, so the sending server keeps the message and retries.
 
 DNS goes through a :class:`Resolver`; tests pass their own. pyspf has no per-call resolver, so its
@@ -257,7 +259,8 @@ class _Handler:
         try:
             for identity_id in identities:
                 async with self.pool.acquire() as conn:
-                    outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored)
+                    outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored,
+                                                  original=raw)
                     bounced = await absorb_report(conn, identity_id, stored)
                 log.info("smtp_received", identity_id=identity_id, message_id=outcome.message_id,
                          duplicate=outcome.duplicate, bounces=bounced)

@@ -29,11 +29,14 @@ _REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
-                     raw: bytes, *, queued: bool = False) -> tuple[StoreOutcome, list[str]]:
+                     raw: bytes, *, queued: bool = False, original: bytes | None = None
+                     ) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
 
     ``queued`` marks mail composed here that waits for delivery: stored with status ``queued``
     instead of ``sent`` (``shared.outbound`` moves it on to ``sent`` or ``failed``).
+    ``original`` is the message as the sender sent it when ``raw`` adds trace fields to it (the
+    SMTP listener), so that the same message delivered twice is stored once.
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -48,7 +51,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     async with conn.transaction():
         try:
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
-                                           snippet=snippet(fresh or parsed.text), status=status)
+                                           snippet=snippet(fresh or parsed.text), status=status,
+                                           dedupe_raw=original)
         except _REFUSED as exc:
             # A parsed value PostgreSQL refuses must not cost the message: keep its raw bytes
             # with the parse reduced to nothing, so it can be re-parsed once the parser is fixed.
@@ -56,7 +60,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             parsed = unparsed(f"unparseable: storage refused a parsed value ({type(exc).__name__})")
             fresh, defects = "", [*defects, *parsed.defects]
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text="",
-                                           snippet="", status="unparsed")
+                                           snippet="", status="unparsed", dedupe_raw=original)
         if not outcome.duplicate:
             try:
                 async with conn.transaction():

@@ -125,12 +125,14 @@ async def _refresh_thread(conn: asyncpg.Connection, thread_id: str) -> None:
 
 async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
                          raw: bytes, *, new_text: str, snippet: str,
-                         status: str = "received") -> StoreOutcome:
+                         status: str = "received", dedupe_raw: bytes | None = None) -> StoreOutcome:
     """Store one parsed message with its raw bytes, attachments and contacts, and thread it.
 
     De-duplication: a message with the same Message-ID and the same content as a stored one of
     the identity is a duplicate and stores nothing (see :func:`_dedupe_key`). Two different
-    messages that share a Message-ID (test suites, broken mailers) are both kept.
+    messages that share a Message-ID (test suites, broken mailers) are both kept. ``dedupe_raw``
+    is what the content is judged on when ``raw`` carries trace fields added on receipt (the SMTP
+    listener's Received and Authentication-Results), so a redelivered message is a duplicate.
     Direction is ``outbound`` when the sender is one of the identity's addresses; such a message
     is stored ``sent`` (mail imported from a sent folder) unless ``status`` is ``queued`` (mail
     composed by the send tools, waiting for delivery).
@@ -139,7 +141,7 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
         The stored (or already stored) message and thread ids.
     """
     content_hash = hashlib.sha256(raw).digest()
-    dedupe_key = _dedupe_key(parsed.message_id, raw)
+    dedupe_key = _dedupe_key(parsed.message_id, raw if dedupe_raw is None else dedupe_raw)
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
         existing = await conn.fetchrow(
@@ -149,7 +151,8 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
             same = existing["content_hash"] == content_hash
             return StoreOutcome(
                 message_id=existing["id"], thread_id=existing["thread_id"], duplicate=True,
-                duplicate_reason="same bytes" if same else "same message, other line endings",
+                duplicate_reason="same bytes" if same else "same message, received again"
+                if dedupe_raw is not None else "same message, other line endings",
             )
         received = datetime.now(timezone.utc)
         when = parsed.sent_at or received

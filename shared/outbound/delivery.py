@@ -16,9 +16,11 @@ identity's address as envelope sender (so bounces come back to the identity, and
 **At-least-once.** A message is claimed with a lease before it is sent and marked ``sent`` after
 the relay's 250. A worker killed in between leaves the claim, which lapses after the lease
 (``lease_seconds``, by default four relay timeouts plus 30 s); the next worker sends the message
-again with the same bytes and Message-ID. If the relay had already accepted it, the recipient
-may get it twice: the Message-ID is the dedupe key relays and mail clients use for that. A kill
-before the relay's 250 (the common case: connecting, or the DATA transfer) delivers exactly once.
+again with the same bytes and Message-ID (the DKIM-signed bytes of the first attempt are kept
+and re-sent unchanged). If the relay had already accepted it, the recipient may get it twice:
+the Message-ID, and the identical bytes, are the dedupe key relays, mail clients and our own
+listener use for that. A kill before the relay's 250 (the common case: connecting, or the DATA
+transfer) delivers exactly once.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from shared.logs import get_logger
 from shared.mail.store import raw_of
 from shared.outbound.dkim_signing import DkimSigner
 from shared.outbound.model import DeliveryStatus, RecipientStatus
-from shared.outbound.outbox import Claim, claim_next, settle
+from shared.outbound.outbox import Claim, claim_next, keep_signed, settle
 from shared.outbound.suppression import suppressed
 
 __all__ = ["MAX_RETRY_SECONDS", "RelayConfig", "retry_delay", "deliver_due"]
@@ -151,16 +153,23 @@ def _outcome(relay: RelayConfig, claim: Claim, targets: list[str], sent: _Transm
 async def _deliver(pool: asyncpg.Pool, relay: RelayConfig, dkim: DkimSigner | None,
                    claim: Claim) -> DeliveryStatus:
     async with pool.acquire() as conn:
-        raw = await raw_of(conn, claim.message_id)
+        raw = claim.signed or await raw_of(conn, claim.message_id)
         blocked = await suppressed(conn, claim.tenant_id, claim.recipients)
+        if raw is not None and claim.signed is None and dkim is not None:
+            # Signed once and kept before it leaves: a retry, even after a crash, offers the
+            # very same bytes, so receivers that dedupe by content see one message.
+            raw = dkim.sign(raw)
+            if not await keep_signed(conn, claim, raw):
+                log.info("delivery", message_id=claim.message_id, attempt=claim.attempt,
+                         stale=True)
+                return "sending"  # another attempt holds it now; it sends, not this one
     outcomes: dict[str, tuple[RecipientStatus, str | None]] = {
         a: ("suppressed", SUPPRESSED_REPLY) for a in claim.recipients if a.lower() in blocked}
     targets = [a for a in claim.recipients if a.lower() not in blocked]
     if raw is None:
         sent = _Transmission(error="the stored message is gone", permanent=True)
     elif targets:
-        sent = await _transmit(relay, claim.mail_from, targets,
-                               dkim.sign(raw) if dkim is not None else raw)
+        sent = await _transmit(relay, claim.mail_from, targets, raw)
     else:
         sent = _Transmission()
     status, last_reply, retry_at = _outcome(relay, claim, targets, sent, outcomes)

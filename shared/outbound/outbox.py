@@ -22,8 +22,8 @@ import msgspec
 from shared.mail.store import set_status
 from shared.outbound.model import Delivery, DeliveryStatus, RecipientDelivery, RecipientStatus
 
-__all__ = ["Outbound", "Claim", "enqueue", "outbound_of", "delivery_of", "claim_next", "settle",
-           "sent_message", "mark_bounced"]
+__all__ = ["Outbound", "Claim", "enqueue", "outbound_of", "delivery_of", "claim_next",
+           "keep_signed", "settle", "sent_message", "mark_bounced"]
 
 
 class Outbound(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,8 +37,9 @@ class Outbound(msgspec.Struct, frozen=True, kw_only=True):
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
     """A message a worker holds for one attempt: envelope sender, pending recipients, whether
-    an earlier attempt already delivered to someone (``delivered``), and ``attempt`` (1 for the
-    first), the fencing token of :func:`settle`."""
+    an earlier attempt already delivered to someone (``delivered``), the bytes an earlier
+    attempt offered (``signed``, None before the first), and ``attempt`` (1 for the first), the
+    fencing token of :func:`settle` and :func:`keep_signed`."""
 
     message_id: str
     identity_id: str
@@ -48,6 +49,7 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int
     recipients: list[str]
     delivered: bool
+    signed: bytes | None = None
 
 
 async def enqueue(conn: asyncpg.Connection, *, message_id: str, identity_id: str, tenant_id: str,
@@ -124,7 +126,7 @@ async def claim_next(conn: asyncpg.Connection, *, lease_seconds: float,
                  ORDER BY next_attempt_at, message_id
                  FOR UPDATE SKIP LOCKED LIMIT 1)
                RETURNING o.message_id, o.identity_id, o.tenant_id, o.rfc_message_id,
-                         o.mail_from, o.attempts""",
+                         o.mail_from, o.attempts, o.signed""",
             lease_seconds, skip or [])
         if row is None:
             return None
@@ -136,7 +138,17 @@ async def claim_next(conn: asyncpg.Connection, *, lease_seconds: float,
                  tenant_id=row["tenant_id"], rfc_message_id=row["rfc_message_id"],
                  mail_from=row["mail_from"], attempt=row["attempts"],
                  recipients=[r["address"] for r in recipients if r["status"] == "pending"],
-                 delivered=any(r["status"] == "sent" for r in recipients))
+                 delivered=any(r["status"] == "sent" for r in recipients),
+                 signed=row["signed"])
+
+
+async def keep_signed(conn: asyncpg.Connection, claim: Claim, signed: bytes) -> bool:
+    """Keep the bytes ``claim``'s attempt is about to offer, so every later attempt offers the
+    same ones (a DKIM signature carries its time, t=). False when the attempt no longer holds
+    the message."""
+    return bool(await conn.fetchval(
+        "UPDATE outbound_messages SET signed = $3 WHERE message_id = $1 AND attempts = $2"
+        " AND status = 'sending' RETURNING true", claim.message_id, claim.attempt, signed))
 
 
 async def settle(conn: asyncpg.Connection, claim: Claim, *,

@@ -176,15 +176,17 @@ async def _submit(pool: asyncpg.Pool, redis: Redis | None, sender: Sender, tool:
                                           queued=True)
             if prepared.labels:
                 await set_labels(conn, outcome.message_id, prepared.labels)
-            envelope = [(field, box.address) for field, boxes in
-                        (("to", draft.to), ("cc", draft.cc), ("bcc", prepared.bcc))
-                        for box in boxes]
+            # One envelope recipient per mailbox, however often (and in whatever case) the
+            # lists name it: the first list that names it wins.
+            envelope: dict[str, tuple[str, str]] = {}
+            for field, boxes in (("to", draft.to), ("cc", draft.cc), ("bcc", prepared.bcc)):
+                for box in boxes:
+                    envelope.setdefault(box.key, (field, box.address))
             await enqueue(conn, message_id=outcome.message_id, identity_id=sender.identity_id,
                           tenant_id=sender.tenant_id, rfc_message_id=composed.message_id,
-                          mail_from=draft.sender.address, recipients=envelope,
+                          mail_from=draft.sender.address, recipients=list(envelope.values()),
                           kind=prepared.kind, metadata=prepared.metadata, flags=prepared.flags,
-                          suppressed=await suppressed(conn, sender.tenant_id,
-                                                      [a for _, a in envelope]))
+                          suppressed=await suppressed(conn, sender.tenant_id, list(envelope)))
             await complete(conn, sender.identity_id, request.idempotency_key, outcome.message_id)
             sent = await _sent(conn, sender, outcome.message_id, deduplicated=False)
     log.info("queued", tool=tool, identity_id=sender.identity_id,
@@ -226,8 +228,9 @@ async def send_message(pool: asyncpg.Pool, redis: Redis | None, sender: Sender,
         if request.thread_id is not None:
             in_reply_to, references = references_for(
                 await _thread_tail(conn, sender, request.thread_id))
-        draft = Draft(sender=from_box, to=to, cc=cc, subject=request.subject, text=request.text,
-                      html=request.html, parts=parts, headers=headers, in_reply_to=in_reply_to,
+        draft = Draft(sender=from_box, to=to, cc=cc, subject=request.subject,
+                      text=request.text or None, html=request.html or None, parts=parts,
+                      headers=headers, in_reply_to=in_reply_to,
                       references=references,
                       auto_submitted="auto-replied" if request.kind == "auto_reply" else None)
         return _Prepared(draft=draft, bcc=bcc, kind=request.kind, labels=labels,
@@ -262,8 +265,8 @@ async def reply_message(pool: asyncpg.Pool, redis: Redis | None, sender: Sender,
         in_reply_to, references = references_for(parent)
         draft = Draft(sender=own_mailbox(addressing.sender, sender.display_name),
                       to=addressing.to, cc=addressing.cc, subject=reply_subject(parent.subject),
-                      text=quoted_reply(request.text, parent, as_html=False),
-                      html=quoted_reply(request.html, parent, as_html=True), parts=parts,
+                      text=quoted_reply(request.text or None, parent, as_html=False),
+                      html=quoted_reply(request.html or None, parent, as_html=True), parts=parts,
                       in_reply_to=in_reply_to, references=references,
                       auto_submitted="auto-replied" if request.kind == "auto_reply" else None)
         return _Prepared(draft=draft, kind=request.kind, flags=addressing.flags)

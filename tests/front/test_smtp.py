@@ -144,6 +144,16 @@ async def test_a_message_sent_with_smtplib_is_stored_and_mail_wait_returns_it(
     assert "dmarc=pass" in verdict
 
 
+async def test_the_same_message_delivered_twice_is_stored_once(listener: Listener):
+    raw = message(subject="Twice")
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, raw, [DESK])
+        await asyncio.to_thread(listener.send, raw, [DESK])
+        await asyncio.to_thread(listener.send, message(subject="Twice", body="Other."), [DESK])
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 2
+
+
 async def test_unknown_recipients_are_refused_at_rcpt(listener: Listener):
     async with asyncio.timeout(WAIT):
         with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:

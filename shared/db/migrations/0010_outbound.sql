@@ -35,6 +35,8 @@ CREATE TABLE outbound_messages (
     next_attempt_at  timestamptz NOT NULL DEFAULT now(),
     lease_until      timestamptz,
     last_reply       text,                    -- the relay's last reply, or what went wrong
+    signed           bytea,                   -- the bytes as first offered (DKIM-signed), re-sent
+                                              -- unchanged on every later attempt
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now()
 );

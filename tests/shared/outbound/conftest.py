@@ -40,7 +40,8 @@ class Received:
 
 @dataclass
 class Relay:
-    """The stand-in relay's behaviour and what it received.
+    """The stand-in relay's behaviour and what it received (``offered``: every DATA, accepted
+    or not).
 
     ``refuse`` maps a recipient to the reply RCPT gets; ``data_reply`` answers DATA instead of
     ``250``; while ``hold`` is set, DATA waits for ``release`` (and ``entered`` tells the test
@@ -49,6 +50,7 @@ class Relay:
 
     port: int = 0
     received: list[Received] = field(default_factory=list)
+    offered: list[bytes] = field(default_factory=list)
     refuse: dict[str, str] = field(default_factory=dict)
     data_reply: str | None = None
     hold: bool = False
@@ -63,6 +65,7 @@ class Relay:
         return "250 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        self.offered.append(envelope.original_content or b"")
         if self.hold:
             self.entered.set()
             await self.release.wait()

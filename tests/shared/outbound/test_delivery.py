@@ -109,6 +109,19 @@ async def test_a_4xx_recipient_is_retried_alone(pool, conn, sender, relay: Relay
     assert delivery is not None and delivery.status == "sent" and delivery.attempts == 2
 
 
+async def test_a_retry_offers_the_same_signed_bytes(pool, conn, sender, relay: Relay,
+                                                    dkim_keys: DkimKeys):
+    await send_message(pool, None, sender, request())
+    relay.data_reply = "451 4.3.0 Try again later"
+    async with asyncio.timeout(WAIT):
+        assert await deliver_due(pool, relay.config(), dkim=dkim_keys.signer) == 1
+        relay.data_reply = None
+        assert await deliver_due(pool, relay.config(), dkim=dkim_keys.signer) == 1
+    first, second = relay.offered
+    assert first == second == relay.received[0].content
+    assert dkim.verify(second, dnsfunc=dkim_keys.dnsfunc)
+
+
 async def test_5xx_replies_fail_for_good(pool, conn, sender, relay: Relay):
     one = await send_message(pool, None, sender, request())
     relay.refuse["bo@example.net"] = "550 5.1.1 No such user"
