@@ -161,27 +161,58 @@ def authentication_results(raw: bytes, *, authserv_id: str, ip: str, helo: str |
     token = _checking.set(resolver)
     try:
         sender = mail_from or ""
-        result, reason = spf.check2(i=ip, s=sender, h=helo or "", querytime=20)
-        if sender:
-            spf_result = authres.SPFAuthenticationResult(result=result, smtp_mailfrom=sender)
-        else:
-            spf_result = authres.SPFAuthenticationResult(result=result, smtp_helo=helo or "")
+        try:
+            result, _ = spf.check2(i=ip, s=sender, h=helo or "", querytime=20)
+        except spf.PermError:  # a client address pyspf cannot read
+            result = "permerror"
         signed = _DKIM_FIELD.search(_head_and_rest(raw)[0]) is not None
-        known: list[Any] = [spf_result]
-        if not signed:
-            known.append(authres.DKIMAuthenticationResult(result="none"))
-        prev = str(authres.AuthenticationResultsHeader(authserv_id=authserv_id, results=known))
+
+        def field(mailfrom: str, *, dkim: str | None) -> str:
+            spf_result = (authres.SPFAuthenticationResult(result=result, smtp_mailfrom=mailfrom)
+                          if sender else
+                          authres.SPFAuthenticationResult(result=result, smtp_helo=helo or ""))
+            known: list[Any] = [spf_result]
+            if dkim is not None:
+                known.append(authres.DKIMAuthenticationResult(result=dkim))
+            return str(authres.AuthenticationResultsHeader(authserv_id=authserv_id,
+                                                           results=known))
+
+        # authheaders aligns DMARC on the whole MAIL FROM and then reports only its domain
+        # (RFC 8601 section 2.7.2 lets the local part go); the fallbacks report the same.
+        domain = sender.rpartition("@")[2].lower()
+        unsigned = None if signed else "none"
         dnsfunc = _txt_function(resolver)
         try:
-            return authheaders.authenticate_message(raw, authserv_id, prev=prev, spf=False,
-                                                    dkim=signed, dmarc=True, dnsfunc=dnsfunc)
+            full = _library_verdict(raw, authserv_id, field(sender, dkim=unsigned), dkim=signed,
+                                    dmarc=True, dnsfunc=dnsfunc)
+            dmarc = "permerror"  # what a message DMARC cannot be evaluated on gets (no From)
         except dns.exception.DNSException:
-            # The DMARC record could not be read; SPF and DKIM still stand.
-            partial = authheaders.authenticate_message(raw, authserv_id, prev=prev, spf=False,
-                                                       dkim=signed, dmarc=False, dnsfunc=dnsfunc)
-            return f"{partial}; dmarc=temperror"
+            full, dmarc = None, "temperror"  # the DMARC record could not be read
+        if full is not None:
+            return full
+        partial = _library_verdict(raw, authserv_id, field(domain, dkim=unsigned), dkim=signed,
+                                   dmarc=False, dnsfunc=dnsfunc)
+        if partial is None:
+            partial = field(domain, dkim="permerror" if signed else "none")
+        return f"{partial}; dmarc={dmarc}"
     finally:
         _checking.reset(token)
+
+
+def _library_verdict(raw: bytes, authserv_id: str, prev: str, *, dkim: bool, dmarc: bool,
+                     dnsfunc: Callable[..., str | None]) -> str | None:
+    """authheaders' field for ``raw``, or None when it fails on a malformed message.
+
+    Raises:
+        dns.exception.DNSException: a lookup could not be answered.
+    """
+    try:
+        return authheaders.authenticate_message(raw, authserv_id, prev=prev, spf=False,
+                                                dkim=dkim, dmarc=dmarc, dnsfunc=dnsfunc)
+    except dns.exception.DNSException:
+        raise
+    except Exception:  # it has no error type of its own: a missing From, unparseable headers
+        return None
 
 
 def _head_and_rest(raw: bytes) -> tuple[bytes, bytes]:

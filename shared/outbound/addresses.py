@@ -64,7 +64,8 @@ def mailbox_of(path: str, item: RecipientItem) -> Mailbox:
             allow_domain_literal=False)
     except email_validator.EmailNotValidError as exc:
         raise invalid(path, f"{text.strip()[:254]!r} is not an address mail can be sent to: {exc}",
-                      "Pass an addr-spec such as jo@example.com, or Name <jo@example.com>.") from exc
+                      "Pass an addr-spec such as jo@example.com, or Name <jo@example.com>."
+                      ) from exc
     if name is None and checked.display_name:
         name = checked.display_name
     if name is not None:

@@ -50,7 +50,9 @@ MAX_REFERENCES = 20
 #: Characters of the parent's text quoted under a reply; a longer text is cut with ``…``.
 QUOTE_CHARS = 20_000
 
-_MIME_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}$")
+# RFC 6838 section 4.2 type and subtype names.
+_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}"
+_MIME_TYPE = re.compile(rf"^{_NAME}/{_NAME}$")
 _REPLY_PREFIX = re.compile(r"^\s*(?:\[[^\[\]]*\]\s*)*(?:re|aw|sv)(?:\s*(?:\[\d+\]|\^\d+))?\s*:",
                            re.IGNORECASE)
 _FORWARD_PREFIX = re.compile(r"^\s*(?:\[[^\[\]]*\]\s*)*(?:fwd?|wg|vs)(?:\s*(?:\[\d+\]|\^\d+))?\s*:",
@@ -107,7 +109,8 @@ def parts_of(attachments: list[Attachment]) -> list[OutgoingPart]:
             content = base64.b64decode(item.content_base64, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise invalid(f"{path}.content_base64", "The content is not base64.",
-                          "Encode the file's bytes as standard base64 (RFC 4648 section 4).") from exc
+                          "Encode the file's bytes as standard base64 (RFC 4648 section 4)."
+                          ) from exc
         if not _MIME_TYPE.match(item.content_type):
             raise invalid(f"{path}.content_type", f"{item.content_type!r} is not a MIME type.",
                           "Pass type/subtype, such as application/pdf or image/png.")

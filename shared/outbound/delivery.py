@@ -116,7 +116,8 @@ async def _transmit(relay: RelayConfig, mail_from: str, recipients: list[str],
         return _Transmission(refused={r.recipient: (r.code, r.message) for r in exc.recipients})
     except aiosmtplib.SMTPAuthenticationError as exc:
         # Credentials are the deployment's to fix; the message is not at fault.
-        return _Transmission(error=f"relay refused our credentials: {_reply(exc.code, exc.message)}")
+        return _Transmission(
+            error=f"relay refused our credentials: {_reply(exc.code, exc.message)}")
     except aiosmtplib.SMTPResponseException as exc:
         return _Transmission(error=_reply(exc.code, exc.message), permanent=500 <= exc.code < 600)
     except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:

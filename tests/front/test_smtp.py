@@ -220,6 +220,18 @@ def test_verdicts_without_records_and_with_dns_down(dns: DnsTable):
     assert f"{AUTHSERV}; spf=pass smtp.helo=mta.sender.example" in header
 
 
+async def test_malformed_mail_is_stored_with_what_could_be_checked(listener: Listener):
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, b"Subject: no sender\r\n\r\nbody\r\n", [DESK])
+        await asyncio.to_thread(listener.send, b"DKIM-Signature: v=1; junk\r\n\r\nbody\r\n",
+                                [DESK])
+    async with listener.pool.acquire() as conn:
+        raws = [r["raw"] for r in await conn.fetch("SELECT raw FROM raw_messages ORDER BY message_id")]
+    assert [results_of(raw)[0].split("; ", 1)[1] for raw in raws] == [
+        "spf=pass smtp.mailfrom=sender.example; dkim=none; dmarc=permerror",
+        "spf=pass smtp.mailfrom=sender.example; dkim=fail; dmarc=permerror"]
+
+
 async def test_a_bounce_received_marks_the_recipient_and_suppresses_it(listener: Listener):
     sent = await send_message(listener.pool, None, listener.desk, msgspec.convert(
         {"idempotency_key": "k", "to": ["gone@client.example"], "subject": "Hi", "text": "Hi."},
