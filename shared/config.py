@@ -57,6 +57,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_smtp_relay_port: int = 1025
     #: How to secure the relay connection: none, starttls (RFC 3207) or tls (implicit, RFC 8314).
     pm_smtp_relay_security: Literal["none", "starttls", "tls"] = "none"
+    #: CA certificates (PEM file) the relay's certificate must chain to; empty: the system's.
+    pm_smtp_relay_ca_file: str = ""
     #: Relay user for SMTP AUTH (RFC 4954); empty means no AUTH.
     pm_smtp_relay_username: str = ""
     #: Relay password for SMTP AUTH.

@@ -55,13 +55,15 @@ class RelayConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How to reach the relay and how long to keep trying.
 
     ``security``: ``none``, ``starttls`` (RFC 3207, required: the attempt fails temporarily when
-    the relay does not offer it) or ``tls`` (implicit TLS, RFC 8314). ``username`` empty means no
-    AUTH. ``timeout`` is per SMTP command, in seconds. ``local_hostname`` is the EHLO name.
+    the relay does not offer it) or ``tls`` (implicit TLS, RFC 8314); the relay's certificate
+    is verified, against ``ca_file`` when set. ``username`` empty means no AUTH. ``timeout`` is
+    per SMTP command, in seconds. ``local_hostname`` is the EHLO name.
     """
 
     host: str
     port: int
     security: Literal["none", "starttls", "tls"] = "none"
+    ca_file: str | None = None
     username: str = ""
     password: str = ""
     timeout: float = 30.0
@@ -74,6 +76,7 @@ class RelayConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The relay of ``PM_SMTP_RELAY_*``, with ``PM_API_HOST`` as EHLO name."""
         return cls(host=settings.pm_smtp_relay_host, port=settings.pm_smtp_relay_port,
                    security=settings.pm_smtp_relay_security,
+                   ca_file=settings.pm_smtp_relay_ca_file or None,
                    username=settings.pm_smtp_relay_username,
                    password=settings.pm_smtp_relay_password,
                    timeout=settings.pm_smtp_relay_timeout, local_hostname=settings.pm_api_host,
@@ -107,7 +110,7 @@ async def _transmit(relay: RelayConfig, mail_from: str, recipients: list[str],
         hostname=relay.host, port=relay.port, use_tls=relay.security == "tls",
         start_tls=relay.security == "starttls", username=relay.username or None,
         password=relay.password or None, timeout=relay.timeout,
-        local_hostname=relay.local_hostname)
+        local_hostname=relay.local_hostname, cert_bundle=relay.ca_file)
     try:
         # Bounded as a whole, so the attempt ends well within its lease.
         async with asyncio.timeout(relay.timeout * 3), client:

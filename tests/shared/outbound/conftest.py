@@ -11,14 +11,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
+import ipaddress
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import asyncpg
 import pytest
-from aiosmtpd.smtp import SMTP, Envelope, Session
-from cryptography.hazmat.primitives import serialization
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
 
 from shared.db import create_pool
 from shared.outbound.delivery import RelayConfig
@@ -31,11 +36,14 @@ OWN = "desk@acme.example"
 
 @dataclass
 class Received:
-    """One transaction the relay accepted."""
+    """One transaction the relay accepted: ``secure`` when it came over TLS, ``login`` the
+    AUTH user (None without AUTH)."""
 
     mail_from: str
     rcpt_tos: list[str]
     content: bytes
+    secure: bool = False
+    login: str | None = None
 
 
 @dataclass
@@ -72,9 +80,13 @@ class Relay:
             return "421 4.3.0 going away"
         if self.data_reply is not None:
             return self.data_reply
+        secure = server.transport is not None \
+            and server.transport.get_extra_info("ssl_object") is not None
+        login = session.auth_data.login.decode() if session.auth_data else None
         self.received.append(Received(mail_from=envelope.mail_from or "",
                                       rcpt_tos=list(envelope.rcpt_tos),
-                                      content=envelope.original_content or b""))
+                                      content=envelope.original_content or b"",
+                                      secure=secure, login=login))
         return "250 2.0.0 Ok: queued as TEST"
 
     def config(self, **overrides: object) -> RelayConfig:
@@ -85,11 +97,26 @@ class Relay:
 
 
 @contextlib.asynccontextmanager
-async def serving(relay: Relay) -> AsyncIterator[Relay]:
-    """Run ``relay`` on a free loopback port until the block ends."""
+async def serving(relay: Relay, *, tls: ssl.SSLContext | None = None, implicit: bool = False,
+                  password: str | None = None) -> AsyncIterator[Relay]:
+    """Run ``relay`` on a free loopback port until the block ends: with ``tls``, offering
+    STARTTLS and requiring it (or, ``implicit``, TLS from the first byte); with ``password``,
+    requiring AUTH (user ``relay-user``) over TLS."""
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SMTP(relay, hostname="relay.test", loop=loop),
-                                      "127.0.0.1", 0)
+
+    def authenticate(server: SMTP, session: Session, envelope: Envelope, mechanism: str,
+                     auth_data: LoginPassword) -> AuthResult:
+        ok = auth_data.login == b"relay-user" and auth_data.password == (password or "").encode()
+        # handled=False: aiosmtpd answers the failure itself (535)
+        return AuthResult(success=ok, handled=False, auth_data=auth_data)
+
+    def protocol() -> SMTP:
+        return SMTP(relay, hostname="relay.test", loop=loop,
+                    tls_context=None if implicit else tls, require_starttls=tls is not None
+                    and not implicit, auth_required=password is not None,
+                    auth_require_tls=True, authenticator=authenticate if password else None)
+
+    server = await loop.create_server(protocol, "127.0.0.1", 0, ssl=tls if implicit else None)
     relay.port = server.sockets[0].getsockname()[1]
     try:
         yield relay
@@ -153,3 +180,46 @@ def make_dkim_keys(domain: str, selector: str) -> DkimKeys:
 def dkim_keys() -> DkimKeys:
     """A key for acme.example, selector s1."""
     return make_dkim_keys("acme.example", "s1")
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """A test CA (``ca_file``, PEM) and the relay's TLS context, for 127.0.0.1."""
+
+    ca_file: str
+    server: ssl.SSLContext
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """A CA and a certificate it issued for 127.0.0.1, valid for a day."""
+    folder = tmp_path_factory.mktemp("tls")
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca = (x509.CertificateBuilder().subject_name(name("Test CA")).issuer_name(name("Test CA"))
+          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False,
+                                       False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = (x509.CertificateBuilder().subject_name(name("relay.test")).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(2).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    ca_file, cert_file, key_file = folder / "ca.pem", folder / "relay.pem", folder / "relay.key"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert_file, key_file)
+    return Certificates(ca_file=str(ca_file), server=server)

@@ -18,7 +18,7 @@ from shared.outbound.outbox import claim_next, delivery_of, settle
 from shared.outbound.send import send_message
 from shared.outbound.suppression import HARD_BOUNCE, suppress
 from tests.conftest import free_port
-from tests.shared.outbound.conftest import OWN, DkimKeys, Relay
+from tests.shared.outbound.conftest import OWN, Certificates, DkimKeys, Relay, serving
 
 WAIT = 10  # seconds any single wait of these tests may take at most
 
@@ -62,6 +62,43 @@ async def test_delivered_with_its_headers_and_a_dkim_signature_that_verifies(
     # nothing is due any more
     assert await deliver_due(pool, relay.config(), dkim=dkim_keys.signer) == 0
     assert len(relay.received) == 1
+
+
+async def test_starttls_and_auth(pool, conn, sender, certificates: Certificates):
+    sent = await send_message(pool, None, sender, request())
+    async with serving(Relay(), tls=certificates.server, password="s3cret") as relay:
+        wrong = relay.config(security="starttls", ca_file=certificates.ca_file,
+                             username="relay-user", password="wrong")
+        async with asyncio.timeout(WAIT):
+            assert await deliver_due(pool, wrong) == 1
+        delivery = await delivery_of(conn, sent.message.id)
+        assert delivery is not None and delivery.status == "deferred"
+        assert delivery.last_reply is not None
+        assert delivery.last_reply.startswith("relay refused our credentials: 535")
+        plain = relay.config(security="none", username="relay-user", password="s3cret")
+        async with asyncio.timeout(WAIT):
+            assert await deliver_due(pool, plain) == 1  # the relay insists on STARTTLS
+        right = relay.config(security="starttls", ca_file=certificates.ca_file,
+                             username="relay-user", password="s3cret")
+        async with asyncio.timeout(WAIT):
+            assert await deliver_due(pool, right) == 1
+    assert [(r.secure, r.login) for r in relay.received] == [(True, "relay-user")]
+    delivery = await delivery_of(conn, sent.message.id)
+    assert delivery is not None and (delivery.status, delivery.attempts) == ("sent", 3)
+
+
+async def test_implicit_tls_checks_the_certificate(pool, conn, sender,
+                                                   certificates: Certificates):
+    sent = await send_message(pool, None, sender, request())
+    async with serving(Relay(), tls=certificates.server, implicit=True) as relay:
+        async with asyncio.timeout(WAIT):
+            # without our CA the certificate does not verify: a temporary failure
+            assert await deliver_due(pool, relay.config(security="tls")) == 1
+            delivery = await delivery_of(conn, sent.message.id)
+            assert delivery is not None and delivery.status == "deferred"
+            assert await deliver_due(pool, relay.config(security="tls",
+                                                        ca_file=certificates.ca_file)) == 1
+    assert [r.secure for r in relay.received] == [True]
 
 
 async def test_relay_down_is_retried_then_failed(pool, conn, sender):
