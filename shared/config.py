@@ -78,6 +78,36 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_embed_batch: int = 32
     #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
     pm_embed_poll_seconds: int = 5
+    #: SMTP relay that delivers sent mail (shared.outbound.delivery).
+    pm_smtp_relay_host: str = "127.0.0.1"
+    #: The relay's port (1025: Mailpit's, the development sink).
+    pm_smtp_relay_port: int = 1025
+    #: How to secure the relay connection: none, starttls (RFC 3207) or tls (implicit, RFC 8314).
+    pm_smtp_relay_security: Literal["none", "starttls", "tls"] = "none"
+    #: CA certificates (PEM file) the relay's certificate must chain to; empty: the system's.
+    pm_smtp_relay_ca_file: str = ""
+    #: Relay user for SMTP AUTH (RFC 4954); empty means no AUTH.
+    pm_smtp_relay_username: str = ""
+    #: Relay password for SMTP AUTH.
+    pm_smtp_relay_password: str = ""
+    #: Seconds each relay command may take.
+    pm_smtp_relay_timeout: float = 30.0
+    #: Delivery attempts before a message that keeps failing temporarily is failed.
+    pm_smtp_max_attempts: int = 8
+    #: Seconds before the first retry; each later retry waits four times longer (at most 6 h).
+    pm_smtp_retry_seconds: float = 60.0
+    #: DKIM signing domain (d=); empty means outgoing mail is not signed.
+    pm_dkim_domain: str = ""
+    #: DKIM selector (s=); the public key is TXT at <selector>._domainkey.<domain>.
+    pm_dkim_selector: str = ""
+    #: Path of the DKIM private key (PEM).
+    pm_dkim_key_file: str = ""
+    #: Address the inbound SMTP listener (front.smtp, ``pylota smtp``) binds.
+    pm_smtp_listen_host: str = "127.0.0.1"
+    #: Port of the inbound SMTP listener.
+    pm_smtp_listen_port: int = 2525
+    #: Largest message the listener accepts, in bytes (SIZE, RFC 1870; 552 over it).
+    pm_smtp_max_message_bytes: int = 26_214_400
     #: Secret that encrypts the signing keys at rest (shared/signing/keys.py), at least
     #: MIN_SIGNING_SECRET_LENGTH characters; unset, the signing tools answer ``unavailable``.
     pm_signing_secret: str = ""

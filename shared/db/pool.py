@@ -38,7 +38,7 @@ async def _init(conn: asyncpg.Connection) -> None:
 class Database:
     """A pool whose :meth:`acquire` is bounded in time (see the module docstring)."""
 
-    def __init__(self, pool: asyncpg.Pool, *, acquire_seconds: float) -> None:
+    def __init__(self, pool: Database, *, acquire_seconds: float) -> None:
         self._pool = pool
         self.acquire_seconds = acquire_seconds
 
@@ -92,7 +92,7 @@ class Database:
             await pool.release(conn)
 
     @property
-    def pool(self) -> asyncpg.Pool:
+    def pool(self) -> Database:
         """The asyncpg pool itself, for code that reads its size."""
         return self._pool
 

@@ -14,6 +14,7 @@ import asyncio
 import asyncpg
 import numpy as np
 
+from shared.db import Database
 from shared.embeddings.embedder import Embedder
 
 __all__ = ["TEXT_CHARS", "enqueue", "enqueue_missing", "embed_pending", "coverage",
@@ -59,7 +60,7 @@ def _text(subject: str, new_text: str, text: str) -> str:
     return f"{subject}\n{new_text.strip() or text}"[:TEXT_CHARS]
 
 
-async def embed_pending(pool: asyncpg.Pool, embedder: Embedder, *, batch: int = 32,
+async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
                         limit: int | None = None) -> int:
     """Embed queued messages, ``batch`` at a time, until the queue is empty (or ``limit`` done).
 

@@ -1,6 +1,7 @@
 """One raw message in: parse, separate new text, store and thread, triage, index, announce.
 
-Used by ``pylota import`` (and later by the SMTP listener and REST ingest). Parsing never raises,
+Used by ``pylota import``, the SMTP listener (``front.smtp``), and the send tools, which store the
+message they compose here before it is delivered (``shared.outbound.send``). Parsing never raises,
 so a message that parses badly is stored as far as it parses (its raw bytes always) with its
 defects; only a database failure stops an ingest.
 """
@@ -39,8 +40,14 @@ async def _index(conn: asyncpg.Connection, identity_id: str, message_id: str, su
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
-                     raw: bytes) -> tuple[StoreOutcome, list[str]]:
+                     raw: bytes, *, queued: bool = False, original: bytes | None = None
+                     ) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
+
+    ``queued`` marks mail composed here that waits for delivery: stored with status ``queued``
+    instead of ``sent`` (``shared.outbound`` moves it on to ``sent`` or ``failed``).
+    ``original`` is the message as the sender sent it when ``raw`` adds trace fields to it (the
+    SMTP listener), so that the same message delivered twice is stored once.
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -50,12 +57,14 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     sender = (parsed.from_.name or parsed.from_.address) if parsed.from_ else None
     fresh = new_text(parsed.text, sender)
     defects = list(parsed.defects)
-    status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
+    status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) \
+        else "queued" if queued else "received"
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
-                                           snippet=snippet(fresh or parsed.text), status=status)
+                                           snippet=snippet(fresh or parsed.text), status=status,
+                                           dedupe_raw=original)
         except _REFUSED as exc:
             # A parsed value PostgreSQL refuses must not cost the message: keep its raw bytes
             # with the parse reduced to nothing, so it can be re-parsed once the parser is fixed.
@@ -63,7 +72,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             parsed = unparsed(f"unparseable: storage refused a parsed value ({type(exc).__name__})")
             fresh, defects = "", [*defects, *parsed.defects]
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text="",
-                                           snippet="", status="unparsed")
+                                           snippet="", status="unparsed", dedupe_raw=original)
         if not outcome.duplicate:
             try:
                 async with conn.transaction():

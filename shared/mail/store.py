@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from typing import Literal
 
 import asyncpg
 import msgspec
@@ -42,7 +43,7 @@ __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "threa
            "messages_by_ids", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
-           "message_attachment_ids"]
+           "message_attachment_ids", "raw_of", "set_status", "set_labels"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,19 +127,23 @@ async def _refresh_thread(conn: asyncpg.Connection, thread_id: str) -> None:
 
 async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
                          raw: bytes, *, new_text: str, snippet: str,
-                         status: str = "received") -> StoreOutcome:
+                         status: str = "received", dedupe_raw: bytes | None = None) -> StoreOutcome:
     """Store one parsed message with its raw bytes, attachments and contacts, and thread it.
 
     De-duplication: a message with the same Message-ID and the same content as a stored one of
     the identity is a duplicate and stores nothing (see :func:`_dedupe_key`). Two different
-    messages that share a Message-ID (test suites, broken mailers) are both kept.
-    Direction is ``outbound`` when the sender is one of the identity's addresses.
+    messages that share a Message-ID (test suites, broken mailers) are both kept. ``dedupe_raw``
+    is what the content is judged on when ``raw`` carries trace fields added on receipt (the SMTP
+    listener's Received and Authentication-Results), so a redelivered message is a duplicate.
+    Direction is ``outbound`` when the sender is one of the identity's addresses; such a message
+    is stored ``sent`` (mail imported from a sent folder) unless ``status`` is ``queued`` (mail
+    composed by the send tools, waiting for delivery).
 
     Returns:
         The stored (or already stored) message and thread ids.
     """
     content_hash = hashlib.sha256(raw).digest()
-    dedupe_key = _dedupe_key(parsed.message_id, raw)
+    dedupe_key = _dedupe_key(parsed.message_id, raw if dedupe_raw is None else dedupe_raw)
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
         existing = await conn.fetchrow(
@@ -148,7 +153,8 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
             same = existing["content_hash"] == content_hash
             return StoreOutcome(
                 message_id=existing["id"], thread_id=existing["thread_id"], duplicate=True,
-                duplicate_reason="same bytes" if same else "same message, other line endings",
+                duplicate_reason="same bytes" if same else "same message, received again"
+                if dedupe_raw is not None else "same message, other line endings",
             )
         received = datetime.now(timezone.utc)
         when = parsed.sent_at or received
@@ -485,3 +491,21 @@ async def message_attachment_ids(conn: asyncpg.Connection, identity_id: str, mes
            FROM messages m WHERE m.id = $1 AND m.identity_id = $2""",
         message_id, identity_id)
     return list(row["ids"]) if row else None
+
+
+async def raw_of(conn: asyncpg.Connection, message_id: str) -> bytes | None:
+    """The raw bytes ``message_id`` was stored from, exactly, or None."""
+    return await conn.fetchval("SELECT raw FROM raw_messages WHERE message_id = $1", message_id)
+
+
+async def set_status(conn: asyncpg.Connection, message_id: str,
+                     status: Literal["queued", "sent", "failed"]) -> None:
+    """Set the status of an outbound message: ``shared.outbound`` reports its delivery here."""
+    await conn.execute("UPDATE messages SET status = $2 WHERE id = $1 AND direction = 'outbound'",
+                       message_id, status)
+
+
+async def set_labels(conn: asyncpg.Connection, message_id: str, labels: list[str]) -> None:
+    """Replace the labels of ``message_id`` (the send tools' ``labels``, on the message they
+    just stored)."""
+    await conn.execute("UPDATE messages SET labels = $2 WHERE id = $1", message_id, labels)

@@ -1,0 +1,350 @@
+"""The inbound SMTP listener (``pylota smtp``): mail for our identities arrives here (RFC 5321).
+
+The session, rung by rung:
+
+1. ``EHLO`` advertises ``SIZE`` (RFC 1870) with ``PM_SMTP_MAX_MESSAGE_BYTES``; a ``MAIL FROM``
+   declaring more, or a DATA transfer growing past it, gets 552 (``aiosmtpd`` enforces both).
+2. ``RCPT TO`` is accepted only for an address of an active or paused identity; anything else
+   gets ``550 5.1.1`` at once, so the listener is never an open relay and nothing is stored for
+   an unknown recipient. More than :data:`MAX_RECIPIENTS` get ``452`` (section 4.5.3.1.10).
+3. At the end of DATA the message is checked, before anything is stored: SPF (RFC 7208, pyspf) for
+   the client's IP, HELO and MAIL FROM; DKIM (RFC 6376, dkimpy); DMARC (RFC 7489, authheaders)
+   from both. Our verdict is prepended as ``Authentication-Results: <authserv-id>; spf=…;
+   dkim=…; dmarc=…`` (RFC 8601) under a ``Received:`` trace field, and any
+   Authentication-Results the message already carried under our authserv-id is removed, as
+   section 5 requires, so only ours can be trusted.
+4. The message goes to ``shared.ingest.pipeline.ingest_raw`` for each recipient identity, the path
+   ``pylota import`` takes, which announces it on the identity's new-mail channel (``mail_wait``
+   sees it at once); a delivery status notification about a message we sent also updates that
+   message's delivery (``shared.outbound.bounces``). Then ``250``. A message delivered again
+   with the same bytes (at-least-once senders, ours included) is recognised by those bytes, not
+   by our trace fields, and stored once. A database or Redis failure
+   answers ``451``, so the sending server keeps the message and retries.
+
+DNS goes through a :class:`Resolver`; tests pass their own. pyspf has no per-call resolver, so its
+module-level ``DNSLookup`` (the seam its own tests use) is routed through a context variable that
+holds the resolver of the check in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any, Protocol
+
+import asyncpg
+import authheaders
+import authres
+import dns.exception
+import dns.resolver
+import spf
+from aiosmtpd.smtp import SMTP, Envelope, Session
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from shared.config import Settings
+from shared.db import Database, open_database
+from shared.errors import PylotaError
+from shared.logs import get_logger
+from shared.ingest.pipeline import ingest_raw
+from shared.outbound.bounces import absorb_report
+from shared.tenancy.store import identity_of_address
+
+__all__ = ["MAX_RECIPIENTS", "DnsTemporaryError", "Resolver", "SystemResolver",
+           "authentication_results", "without_our_results", "smtp_listener", "serve_smtp"]
+
+log = get_logger("front.smtp")
+
+#: Recipients accepted in one transaction (RFC 5321 section 4.5.3.1.8 asks for at least 100).
+MAX_RECIPIENTS = 100
+#: Identity statuses that receive mail (deleting and deleted identities do not).
+_RECEIVING = frozenset({"active", "paused"})
+
+
+class DnsTemporaryError(dns.exception.DNSException):
+    """A lookup that could not be answered now (timeout, no server); the checks report
+    ``temperror`` for it. A ``DNSException`` so that dkimpy and authheaders treat it as one."""
+
+
+class Resolver(Protocol):
+    """The DNS the checks use.
+
+    ``lookup(name, rdtype)`` answers ``rdtype`` ``TXT`` (each record's strings joined), ``A`` and
+    ``AAAA`` (addresses), ``MX`` (``"preference host"``) and ``PTR`` (host names) for ``name``
+    (no trailing dot), ``[]`` when the name or the type does not exist, and raises
+    :class:`DnsTemporaryError` when it cannot tell.
+    """
+
+    def lookup(self, name: str, rdtype: str) -> list[str]: ...
+
+
+class SystemResolver:
+    """:class:`Resolver` over the system's DNS servers (dnspython), read on first use."""
+
+    def __init__(self, lifetime: float = 5.0) -> None:
+        self._lifetime = lifetime
+        self._resolver: dns.resolver.Resolver | None = None
+
+    def lookup(self, name: str, rdtype: str) -> list[str]:
+        try:
+            if self._resolver is None:
+                self._resolver = dns.resolver.Resolver()
+                self._resolver.lifetime = self._lifetime
+            answer = self._resolver.resolve(name, rdtype)
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            return []
+        except dns.exception.DNSException as exc:
+            raise DnsTemporaryError(f"{type(exc).__name__}: {exc}") from exc
+        if rdtype == "TXT":
+            return [b"".join(r.strings).decode("utf-8", "replace") for r in answer]
+        if rdtype == "MX":
+            return [f"{r.preference} {r.exchange.to_text(omit_final_dot=True)}" for r in answer]
+        if rdtype == "PTR":
+            return [r.target.to_text(omit_final_dot=True) for r in answer]
+        return [r.address for r in answer]
+
+
+_SYSTEM = SystemResolver()
+_checking: ContextVar[Resolver] = ContextVar("smtp_resolver", default=_SYSTEM)
+
+
+def _spf_lookup(name: str, qtype: str, strict: bool = True, timeout: float = 20
+                ) -> list[tuple[tuple[str, str], Any]]:
+    """pyspf's ``DNSLookup`` contract over the resolver of the current check."""
+    if qtype == "SPF":  # type 99 is obsolete (RFC 7208 section 3.1); nobody publishes it
+        return []
+    try:
+        values = _checking.get().lookup(name, qtype)
+    except DnsTemporaryError as exc:
+        raise spf.TempError(f"DNS {exc}") from exc
+    if qtype == "TXT":
+        return [((name, qtype), [v.encode()]) for v in values]
+    if qtype == "MX":
+        pairs = (v.split(None, 1) for v in values)
+        return [((name, qtype), (int(p), host)) for p, host in pairs]
+    return [((name, qtype), v) for v in values]
+
+
+spf.DNSLookup = _spf_lookup
+
+
+def _txt_function(resolver: Resolver) -> Callable[..., str | None]:
+    """The ``dnsfunc`` of dkimpy and authheaders: one TXT record for a name, or None."""
+
+    def txt(name: str | bytes, timeout: float = 5) -> str | None:
+        text = name.decode("ascii", "replace") if isinstance(name, bytes) else name
+        records = resolver.lookup(text.rstrip("."), "TXT")
+        dmarc = [r for r in records if r.startswith("v=DMARC1")]
+        return (dmarc or records or [None])[0]
+
+    return txt
+
+
+_DKIM_FIELD = re.compile(rb"^DKIM-Signature:", re.IGNORECASE | re.MULTILINE)
+
+
+def authentication_results(raw: bytes, *, authserv_id: str, ip: str, helo: str | None,
+                           mail_from: str | None, resolver: Resolver) -> str:
+    """Check SPF, DKIM and DMARC for one received message; return our
+    ``Authentication-Results: <authserv_id>; spf=…; dkim=…; dmarc=…`` field (RFC 8601, without
+    line end). Blocking (DNS); the listener runs it in a thread.
+
+    ``mail_from`` is the envelope sender (``""`` or None for the null sender of bounces, when
+    SPF checks the HELO identity, RFC 7208 section 2.3). A message without a DKIM signature
+    gets ``dkim=none``; DNS that cannot answer gives ``temperror``.
+    """
+    token = _checking.set(resolver)
+    try:
+        sender = mail_from or ""
+        try:
+            result, _ = spf.check2(i=ip, s=sender, h=helo or "", querytime=20)
+        except spf.PermError:  # a client address pyspf cannot read
+            result = "permerror"
+        signed = _DKIM_FIELD.search(_head_and_rest(raw)[0]) is not None
+
+        def field(mailfrom: str, *, dkim: str | None) -> str:
+            spf_result = (authres.SPFAuthenticationResult(result=result, smtp_mailfrom=mailfrom)
+                          if sender else
+                          authres.SPFAuthenticationResult(result=result, smtp_helo=helo or ""))
+            known: list[Any] = [spf_result]
+            if dkim is not None:
+                known.append(authres.DKIMAuthenticationResult(result=dkim))
+            return str(authres.AuthenticationResultsHeader(authserv_id=authserv_id,
+                                                           results=known))
+
+        # authheaders aligns DMARC on the whole MAIL FROM and then reports only its domain
+        # (RFC 8601 section 2.7.2 lets the local part go); the fallbacks report the same.
+        domain = sender.rpartition("@")[2].lower()
+        unsigned = None if signed else "none"
+        dnsfunc = _txt_function(resolver)
+        try:
+            full = _library_verdict(raw, authserv_id, field(sender, dkim=unsigned), dkim=signed,
+                                    dmarc=True, dnsfunc=dnsfunc)
+            dmarc = "permerror"  # what a message DMARC cannot be evaluated on gets (no From)
+        except dns.exception.DNSException:
+            full, dmarc = None, "temperror"  # the DMARC record could not be read
+        if full is not None:
+            return full
+        partial = _library_verdict(raw, authserv_id, field(domain, dkim=unsigned), dkim=signed,
+                                   dmarc=False, dnsfunc=dnsfunc)
+        if partial is None:
+            partial = field(domain, dkim="permerror" if signed else "none")
+        return f"{partial}; dmarc={dmarc}"
+    finally:
+        _checking.reset(token)
+
+
+def _library_verdict(raw: bytes, authserv_id: str, prev: str, *, dkim: bool, dmarc: bool,
+                     dnsfunc: Callable[..., str | None]) -> str | None:
+    """authheaders' field for ``raw``, or None when it fails on a malformed message.
+
+    Raises:
+        dns.exception.DNSException: a lookup could not be answered.
+    """
+    try:
+        return authheaders.authenticate_message(raw, authserv_id, prev=prev, spf=False,
+                                                dkim=dkim, dmarc=dmarc, dnsfunc=dnsfunc)
+    except dns.exception.DNSException:
+        raise
+    except Exception:  # it has no error type of its own: a missing From, unparseable headers
+        return None
+
+
+def _head_and_rest(raw: bytes) -> tuple[bytes, bytes]:
+    """The header fields (each with its line end) and the rest (the blank line and body)."""
+    ends = [(i, n) for i, n in ((raw.find(b"\r\n\r\n"), 2), (raw.find(b"\n\n"), 1)) if i >= 0]
+    if not ends:
+        return raw, b""
+    i, n = min(ends)
+    return raw[:i + n], raw[i + n:]
+
+
+def without_our_results(raw: bytes, authserv_id: str) -> bytes:
+    """``raw`` without the Authentication-Results fields that claim ``authserv_id`` (RFC 8601
+    section 5: a receiver removes those it did not add, or they could be forged). Other fields
+    and the body are left byte for byte."""
+    head, rest = _head_and_rest(raw)
+    fields: list[bytes] = []
+    for line in head.splitlines(keepends=True):
+        if fields and line[:1] in (b" ", b"\t"):
+            fields[-1] += line  # a folded continuation (RFC 5322 section 2.2.3)
+        else:
+            fields.append(line)
+    ours = authserv_id.lower().encode()
+    kept = []
+    for field in fields:
+        name, _, value = field.partition(b":")
+        claimed = value.split(b";", 1)[0].split()
+        if name.strip().lower() == b"authentication-results" and claimed \
+                and claimed[0].lower() == ours:
+            continue
+        kept.append(field)
+    return b"".join(kept) + rest
+
+
+class _Handler:
+    """aiosmtpd handler: the RCPT and DATA rungs of the module docstring."""
+
+    def __init__(self, pool: Database, redis: Redis | None, *, authserv_id: str,
+                 resolver: Resolver) -> None:
+        self.pool = pool
+        self.redis = redis
+        self.authserv_id = authserv_id
+        self.resolver = resolver
+
+    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
+                          address: str, rcpt_options: list[str]) -> str:
+        if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
+            return "452 4.5.3 Too many recipients"
+        try:
+            async with self.pool.acquire() as conn:
+                identity = await identity_of_address(conn, address)
+        except (asyncpg.PostgresError, OSError, PylotaError):
+            return "451 4.3.0 Temporary failure, try again later"
+        if identity is None or identity.status not in _RECEIVING:
+            return "550 5.1.1 No such mailbox here"
+        identities: dict[str, str] = getattr(envelope, "identities", {})
+        identities.setdefault(identity.id, address)
+        envelope.identities = identities  # type: ignore[attr-defined]
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        ip = session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
+        results = await asyncio.to_thread(
+            authentication_results, raw, authserv_id=self.authserv_id, ip=ip,
+            helo=session.host_name, mail_from=envelope.mail_from, resolver=self.resolver)
+        protocol = "ESMTP" if session.extended_smtp else "SMTP"
+        trace = (f"Received: from {session.host_name or 'unknown'} ([{ip}])\r\n"
+                 f"\tby {self.authserv_id} (Pylota Mail) with {protocol}"
+                 f"{'S' if session.ssl else ''}; {format_datetime(datetime.now(UTC))}\r\n"
+                 f"{results}\r\n").encode("utf-8", "replace")
+        stored = trace + without_our_results(raw, self.authserv_id)
+        identities: dict[str, str] = getattr(envelope, "identities", {})
+        try:
+            for identity_id in identities:
+                async with self.pool.acquire() as conn:
+                    outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored,
+                                                  original=raw)
+                    bounced = await absorb_report(conn, identity_id, stored)
+                log.info("smtp_received", identity_id=identity_id, message_id=outcome.message_id,
+                         duplicate=outcome.duplicate, bounces=bounced)
+        except (asyncpg.PostgresError, OSError, RedisError, PylotaError) as exc:
+            log.warning("smtp_not_stored", error=type(exc).__name__)
+            return "451 4.3.0 Temporary failure, try again later"
+        return "250 2.0.0 OK: stored"
+
+
+@contextlib.asynccontextmanager
+async def smtp_listener(settings: Settings, pool: Database, redis: Redis | None, *,
+                        authserv_id: str, resolver: Resolver | None = None,
+                        host: str | None = None, port: int | None = None
+                        ) -> AsyncIterator[tuple[str, int]]:
+    """Listen on ``host``:``port`` (default ``PM_SMTP_LISTEN_HOST``:``PM_SMTP_LISTEN_PORT``;
+    port 0 picks a free one) in this event loop; yields the bound ``(host, port)``.
+
+    ``authserv_id`` names this receiver in Authentication-Results (and in its greeting); trust
+    code downstream believes only results under that id. ``resolver`` defaults to the system's.
+    """
+    handler = _Handler(pool, redis, authserv_id=authserv_id,
+                       resolver=resolver if resolver is not None else _SYSTEM)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: SMTP(handler, data_size_limit=settings.pm_smtp_max_message_bytes,
+                     hostname=authserv_id, ident="Pylota Mail", enable_SMTPUTF8=True,
+                     loop=loop),
+        host if host is not None else settings.pm_smtp_listen_host,
+        port if port is not None else settings.pm_smtp_listen_port)
+    try:
+        bound = server.sockets[0].getsockname()
+        yield bound[0], bound[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def serve_smtp(settings: Settings, *, authserv_id: str,
+                     resolver: Resolver | None = None) -> None:
+    """Run the listener until cancelled, with its own PostgreSQL pool and Redis client (what
+    ``pylota smtp`` and the compose service run).
+
+    Raises:
+        PylotaError: ``unavailable`` when PostgreSQL cannot be reached at start.
+        OSError: the address cannot be bound.
+    """
+    pool = await open_database(settings.database_url, size=settings.pm_db_pool_size, acquire_seconds=settings.pm_db_acquire_seconds, statement_timeout_seconds=settings.pm_db_statement_timeout_seconds)
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        async with smtp_listener(settings, pool, redis, authserv_id=authserv_id,
+                                 resolver=resolver) as (host, port):
+            log.info("smtp_listening", host=host, port=port, authserv_id=authserv_id)
+            await asyncio.Event().wait()
+    finally:
+        await redis.aclose()
+        await pool.close()

@@ -1,0 +1,66 @@
+"""The extra header fields a send may carry (spec section 4.3, ``mail_send`` ``headers``).
+
+Allowed: ``X-`` fields whose name matches ``^X-[A-Za-z0-9_-]+$``, and Importance, Priority,
+Sensitivity (each with its enum of values, RFC 2156 section 5.3), Keywords, Comments and
+Organization (RFC 5322 section 3.6.5, RFC 2076 section 3.6). Names match case-insensitively;
+anything else, including every field the composer writes itself (From, To, Message-ID, …), is
+``header_not_allowed``. A value can never hold CR or LF, so it can never start another field.
+
+Pure: no I/O. Called by ``shared.outbound.send``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shared.errors import ErrorCode, PylotaError, invalid
+from shared.outbound.addresses import plain_text
+
+__all__ = ["NAMED", "extra_headers"]
+
+_X_NAME = re.compile(r"^X-[A-Za-z0-9_-]+$", re.IGNORECASE)
+
+#: The allowed fields besides X-: lower-case name -> (written name, allowed values or None).
+NAMED: dict[str, tuple[str, frozenset[str] | None]] = {
+    "importance": ("Importance", frozenset({"high", "normal", "low"})),
+    "priority": ("Priority", frozenset({"normal", "non-urgent", "urgent"})),
+    "sensitivity": ("Sensitivity", frozenset({"personal", "private", "company-confidential"})),
+    "keywords": ("Keywords", None),
+    "comments": ("Comments", None),
+    "organization": ("Organization", None),
+}
+
+
+def extra_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
+    """The ``(name, value)`` fields to add, in the order given.
+
+    Raises:
+        PylotaError: ``header_not_allowed`` (``details.header``) for a name off the allowlist or
+            given twice in different cases; ``invalid_request`` at ``headers.NAME`` for a value
+            outside its enum or holding a control character.
+    """
+    fields: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for name, value in headers.items():
+        key = name.lower()
+        if key in NAMED:
+            written, allowed = NAMED[key]
+        elif _X_NAME.match(name):
+            written, allowed = name, None
+        else:
+            raise PylotaError(
+                ErrorCode.HEADER_NOT_ALLOWED, f"The header {name[:80]!r} cannot be set.",
+                fix="Use X- headers (X-Name, letters, digits, _ and -) or Importance, Priority, "
+                    "Sensitivity, Keywords, Comments, Organization.",
+                details={"header": name[:80]})
+        if key in seen:
+            raise PylotaError(ErrorCode.HEADER_NOT_ALLOWED, f"The header {name!r} is given twice.",
+                              fix="Give each header once (names are case-insensitive).",
+                              details={"header": name})
+        seen.add(key)
+        plain_text(f"headers.{name}", value)
+        if allowed is not None and value not in allowed:
+            raise invalid(f"headers.{name}", f"{written} must be one of {sorted(allowed)}.",
+                          f"Set {written} to one of: {', '.join(sorted(allowed))}.")
+        fields.append((written, value))
+    return fields

@@ -1,0 +1,286 @@
+"""The inbound SMTP listener (front.smtp) on real loopback sockets, real PostgreSQL and Redis:
+smtplib as the sending server, a DNS table as the resolver (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import smtplib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email import policy
+
+import asyncpg
+import msgspec
+import pytest
+from redis.asyncio import Redis
+
+from front.smtp import DnsTemporaryError, authentication_results, smtp_listener
+from shared.db import open_database
+from shared.mail.store import raw_of
+from shared.outbound.delivery import RelayConfig, deliver_due
+from shared.outbound.model import ReplyRequest, Sender, SendRequest
+from shared.outbound.outbox import delivery_of
+from shared.outbound.send import reply_message, send_message
+from shared.outbound.suppression import suppressed
+from shared.tenancy.store import create_identity, create_tenant
+from shared.tools.wait import WaitArgs, WaitJob, wait_for
+from tests.conftest import settings_for
+from tests.shared.outbound.conftest import DkimKeys, Relay, make_dkim_keys, serving
+from tests.shared.outbound.test_dsn import dsn
+
+AUTHSERV = "mx.pylota.test"
+DESK = "desk@acme.example"
+LIMIT = 64 * 1024
+WAIT = 15
+
+
+@dataclass
+class DnsTable:
+    """A resolver answering from a table; names in ``broken`` fail as a DNS timeout would."""
+
+    records: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    broken: set[str] = field(default_factory=set)
+
+    def lookup(self, name: str, rdtype: str) -> list[str]:
+        name = name.lower().rstrip(".")
+        if name in self.broken:
+            raise DnsTemporaryError(f"timeout for {name}")
+        return list(self.records.get((name, rdtype), []))
+
+
+@pytest.fixture(scope="module")
+def sender_keys() -> DkimKeys:
+    """The DKIM key of the remote domain that writes to us."""
+    return make_dkim_keys("sender.example", "mail")
+
+
+@pytest.fixture(scope="module")
+def acme_keys() -> DkimKeys:
+    """Our own DKIM key (acme.example, selector s1)."""
+    return make_dkim_keys("acme.example", "s1")
+
+
+@pytest.fixture
+def dns(sender_keys: DkimKeys) -> DnsTable:
+    return DnsTable(records={
+        ("sender.example", "TXT"): ["v=spf1 ip4:127.0.0.1 -all"],
+        ("_dmarc.sender.example", "TXT"): ["v=DMARC1; p=reject"],
+        (sender_keys.record_name, "TXT"): [sender_keys.record],
+        ("strict.example", "TXT"): ["v=spf1 ip4:192.0.2.1 -all"],
+        ("_dmarc.strict.example", "TXT"): ["v=DMARC1; p=reject"],
+    })
+
+
+@dataclass
+class Listener:
+    host: str
+    port: int
+    pool: Database
+    desk: Sender
+
+    def send(self, raw: bytes, rcpts: list[str], *, mail_from: str = "jo@sender.example") -> dict:
+        """Send with smtplib, as another mail server would (blocking: run in a thread)."""
+        with smtplib.SMTP(self.host, self.port, local_hostname="mta.sender.example",
+                          timeout=WAIT) as client:
+            return client.sendmail(mail_from, rcpts, raw)
+
+
+@pytest.fixture
+async def listener(db_url: str, conn: asyncpg.Connection, redis: Redis,
+                   dns: DnsTable) -> AsyncIterator[Listener]:
+    tenant = await create_tenant(conn, "acme")
+    desk = await create_identity(conn, tenant.id, DESK, display_name="Acme Desk")
+    pool = await open_database(db_url, size=8, acquire_seconds=5)
+    settings = settings_for(db_url, pm_smtp_max_message_bytes=LIMIT)
+    try:
+        async with smtp_listener(settings, pool, redis, authserv_id=AUTHSERV, resolver=dns,
+                                 host="127.0.0.1", port=0) as (host, port):
+            yield Listener(host, port, pool, Sender.of(desk))
+    finally:
+        await pool.close()
+
+
+def message(*, sender: str = "Jo <jo@sender.example>", to: str = DESK, subject: str = "Hello",
+            extra: str = "", body: str = "Hi there.") -> bytes:
+    return (f"From: {sender}\r\nTo: {to}\r\nSubject: {subject}\r\n"
+            f"Date: Mon, 30 Nov 2026 09:00:00 +0000\r\nMessage-ID: <m-{subject}@sender.example>\r\n"
+            f"{extra}\r\n{body}\r\n").encode()
+
+
+def results_of(raw: bytes) -> list[str]:
+    return [str(v) for v in email.message_from_bytes(raw, policy=policy.default)
+            .get_all("Authentication-Results", [])]
+
+
+async def test_a_message_sent_with_smtplib_is_stored_and_mail_wait_returns_it(
+        listener: Listener, redis: Redis, sender_keys: DkimKeys):
+    signed = sender_keys.signer.sign(message())
+    job = WaitJob(identity_id=listener.desk.identity_id, args=msgspec.convert(
+        {"since": (datetime.now(UTC) - timedelta(seconds=1)).isoformat(),
+         "timeout_seconds": WAIT}, WaitArgs))
+
+    async def no_progress(elapsed: float, total: float) -> None:
+        return None
+
+    async def not_cancelled() -> bool:
+        return False
+
+    waiting = asyncio.create_task(wait_for(listener.pool, redis, job, heartbeat=5.0,
+                                           progress=no_progress, cancelled=not_cancelled))
+    async with asyncio.timeout(WAIT):
+        refused = await asyncio.to_thread(listener.send, signed, [DESK.upper()])
+        result = await waiting
+    assert refused == {}
+    assert result is not None and result.message is not None and not result.timed_out
+    assert result.message.subject == "Hello" and result.message.direction == "inbound"
+    async with listener.pool.acquire() as conn:
+        raw = await raw_of(conn, result.message.id)
+    assert raw is not None and raw.startswith(b"Received: from mta.sender.example ([127.0.0.1])")
+    [verdict] = results_of(raw)
+    assert verdict.startswith(f"{AUTHSERV}; spf=pass smtp.mailfrom=")
+    assert "dkim=pass header.d=sender.example" in verdict
+    assert "dmarc=pass" in verdict
+
+
+async def test_the_same_message_delivered_twice_is_stored_once(listener: Listener):
+    raw = message(subject="Twice")
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, raw, [DESK])
+        await asyncio.to_thread(listener.send, raw, [DESK])
+        await asyncio.to_thread(listener.send, message(subject="Twice", body="Other."), [DESK])
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 2
+
+
+async def test_unknown_recipients_are_refused_at_rcpt(listener: Listener):
+    async with asyncio.timeout(WAIT):
+        with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
+            await asyncio.to_thread(listener.send, message(), ["nobody@acme.example"])
+        assert caught.value.recipients["nobody@acme.example"][0] == 550
+        # a known recipient beside an unknown one still gets the message
+        refused = await asyncio.to_thread(listener.send, message(), ["nobody@acme.example", DESK])
+    assert refused["nobody@acme.example"][0] == 550
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 1
+
+
+async def test_too_large_is_refused_with_552(listener: Listener):
+    big = message(body=("x" * 70 + "\r\n") * (LIMIT // 72 + 10))
+    async with asyncio.timeout(WAIT):
+        # smtplib declares SIZE= at MAIL FROM, as servers do (RFC 1870)
+        with pytest.raises(smtplib.SMTPSenderRefused) as caught:
+            await asyncio.to_thread(listener.send, big, [DESK])
+        assert caught.value.smtp_code == 552
+
+        def undeclared() -> tuple[int, bytes]:
+            with smtplib.SMTP(listener.host, listener.port, timeout=WAIT) as client:
+                client.ehlo("mta.sender.example")
+                client.mail("jo@sender.example")
+                client.rcpt(DESK)
+                return client.data(big)
+
+        code, _ = await asyncio.to_thread(undeclared)
+    assert code == 552
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 0
+
+
+async def test_forged_results_under_our_id_are_removed(listener: Listener):
+    forged = message(extra=f"Authentication-Results: {AUTHSERV}; spf=pass; dkim=pass; dmarc=pass\r\n"
+                           "Authentication-Results: other.example; spf=pass\r\n",
+                     sender="Boss <boss@strict.example>")
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, forged, [DESK], mail_from="boss@strict.example")
+    async with listener.pool.acquire() as conn:
+        raw = await conn.fetchval("SELECT raw FROM raw_messages")
+    verdicts = results_of(raw)
+    assert len(verdicts) == 2 and verdicts[1] == "other.example; spf=pass"
+    assert verdicts[0].startswith(f"{AUTHSERV}; spf=fail")
+    assert "dkim=none" in verdicts[0] and "dmarc=fail" in verdicts[0]
+
+
+def test_verdicts_without_records_and_with_dns_down(dns: DnsTable):
+    raw = message(sender="a@plain.example")
+    header = authentication_results(raw, authserv_id=AUTHSERV, ip="127.0.0.1",
+                                    helo="mta.plain.example", mail_from="a@plain.example",
+                                    resolver=dns)
+    assert header == (f"Authentication-Results: {AUTHSERV}; spf=none smtp.mailfrom=a@plain.example;"
+                      " dkim=none; dmarc=none")
+    dns.broken |= {"sender.example", "_dmarc.sender.example"}
+    header = authentication_results(message(), authserv_id=AUTHSERV, ip="127.0.0.1",
+                                    helo="mta.sender.example", mail_from="jo@sender.example",
+                                    resolver=dns)
+    assert "spf=temperror" in header and header.endswith("dmarc=temperror")
+    # the null sender of a bounce: SPF checks the HELO name (RFC 7208 section 2.3)
+    dns.records[("mta.sender.example", "TXT")] = ["v=spf1 ip4:127.0.0.1 -all"]
+    header = authentication_results(message(), authserv_id=AUTHSERV, ip="127.0.0.1",
+                                    helo="mta.sender.example", mail_from="", resolver=dns)
+    assert f"{AUTHSERV}; spf=pass smtp.helo=mta.sender.example" in header
+
+
+async def test_malformed_mail_is_stored_with_what_could_be_checked(listener: Listener):
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, b"Subject: no sender\r\n\r\nbody\r\n", [DESK])
+        await asyncio.to_thread(listener.send, b"DKIM-Signature: v=1; junk\r\n\r\nbody\r\n",
+                                [DESK])
+    async with listener.pool.acquire() as conn:
+        raws = [r["raw"] for r in await conn.fetch("SELECT raw FROM raw_messages ORDER BY message_id")]
+    assert [results_of(raw)[0].split("; ", 1)[1] for raw in raws] == [
+        "spf=pass smtp.mailfrom=sender.example; dkim=none; dmarc=permerror",
+        "spf=pass smtp.mailfrom=sender.example; dkim=fail; dmarc=permerror"]
+
+
+async def test_a_bounce_received_marks_the_recipient_and_suppresses_it(listener: Listener):
+    sent = await send_message(listener.pool, None, listener.desk, msgspec.convert(
+        {"idempotency_key": "k", "to": ["gone@client.example"], "subject": "Hi", "text": "Hi."},
+        SendRequest))
+    async with serving(Relay()) as relay:
+        async with asyncio.timeout(WAIT):
+            assert await deliver_due(listener.pool, relay.config()) == 1
+    report = dsn().replace(b"<abc@acme.example>", f"<{sent.message.message_id}>".encode())
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, report, [DESK], mail_from="")
+    async with listener.pool.acquire() as conn:
+        delivery = await delivery_of(conn, sent.message.id)
+        assert delivery is not None and delivery.status == "failed"
+        assert [r.status for r in delivery.recipients] == ["bounced"]
+        assert await suppressed(conn, listener.desk.tenant_id, ["gone@client.example"]) == {
+            "gone@client.example"}
+        # the report itself is mail in the mailbox too
+        assert await conn.fetchval("SELECT count(*) FROM messages WHERE direction = 'inbound'") == 1
+
+
+async def test_a_reply_threads_by_references_in_both_mailboxes(
+        listener: Listener, dns: DnsTable, acme_keys: DkimKeys):
+    async with listener.pool.acquire() as conn:
+        other = await create_tenant(conn, "client")
+        jo = Sender.of(await create_identity(conn, other.id, "jo@client.example",
+                                             display_name="Jo"))
+    dns.records[(acme_keys.record_name, "TXT")] = [acme_keys.record]
+    relay = RelayConfig(host=listener.host, port=listener.port, timeout=5.0)
+    question = await send_message(listener.pool, None, jo, msgspec.convert(
+        {"idempotency_key": "q", "to": [DESK], "subject": "Plan", "text": "Shall we meet?"},
+        SendRequest))
+    async with asyncio.timeout(WAIT):
+        assert await deliver_due(listener.pool, relay) == 1
+    async with listener.pool.acquire() as conn:
+        received = await conn.fetchrow(
+            "SELECT id, thread_id FROM messages WHERE identity_id = $1",
+            listener.desk.identity_id)
+    answer = await reply_message(listener.pool, None, listener.desk, ReplyRequest(
+        message_id=received["id"], idempotency_key="a", text="Tuesday."))
+    assert answer.message.thread_id == received["thread_id"]
+    async with asyncio.timeout(WAIT):
+        assert await deliver_due(listener.pool, relay, dkim=acme_keys.signer) == 1
+    async with listener.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, thread_id, direction, subject, \"references\""
+                                " FROM messages WHERE identity_id = $1 ORDER BY id", jo.identity_id)
+        reply_raw = await raw_of(conn, rows[-1]["id"])
+    assert [(r["direction"], r["subject"]) for r in rows] == [("outbound", "Plan"),
+                                                             ("inbound", "Re: Plan")]
+    assert rows[0]["thread_id"] == rows[1]["thread_id"] == question.message.thread_id
+    assert list(rows[1]["references"]) == [question.message.message_id]
+    assert reply_raw is not None
+    assert "dkim=pass header.d=acme.example" in results_of(reply_raw)[0]

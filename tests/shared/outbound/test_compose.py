@@ -1,0 +1,158 @@
+"""MIME composition (shared.outbound.compose): structure, headers, threading, subjects."""
+
+from __future__ import annotations
+
+import base64
+import email
+from datetime import UTC, datetime
+from email import policy
+
+import pytest
+
+from shared.errors import ErrorCode, PylotaError
+from shared.mail.model import Address
+from shared.mail.parse import parse_message
+from shared.mail.records import MessageRecord
+from shared.outbound.addresses import Mailbox
+from shared.outbound.compose import (MAX_REFERENCES, Draft, OutgoingPart, compose,
+                                     forward_subject, forwarded_text, parts_of, quoted_reply,
+                                     references_for, reply_subject)
+from shared.outbound.model import Attachment
+
+DESK = Mailbox(address="desk@xn--bcher-kva.de", name="Bücher Desk")
+JO = Mailbox(address="jo@example.com", name="Jo")
+PNG = b"\x89PNG\r\n\x1a\nfake"
+
+
+def parent(**overrides: object) -> MessageRecord:
+    values: dict[str, object] = dict(
+        id="msg_01J9Z3AAAAAAAAAAAAAAAAAAAA", thread_id="thr_01J9Z3AAAAAAAAAAAAAAAAAAAA",
+        identity_id="idn_01J9Z3AAAAAAAAAAAAAAAAAAAA", message_id="p@example.com",
+        in_reply_to=["o@example.com"], references=["root@example.com", "o@example.com"],
+        subject="Plan", from_=Address(address="jo@example.com", name="Jo"),
+        to=[Address(address="desk@acme.example")], date=datetime(2026, 11, 2, 10, tzinfo=UTC),
+        direction="inbound", status="received", labels=[], read=False,
+        text="Line one\n\nLine two\n", triage=None, refs=[])
+    values.update(overrides)
+    return MessageRecord(**values)  # type: ignore[arg-type]
+
+
+def test_text_html_inline_and_attachment_structure():
+    draft = Draft(sender=DESK, to=[JO], cc=[Mailbox(address="bo@example.net")],
+                  subject="Grüße – the plan", text="Hello", html='<p>Hello <img src="cid:logo@x"></p>',
+                  parts=[OutgoingPart(filename="logo.png", content_type="image/png", content=PNG,
+                                      disposition="inline", content_id="logo@x"),
+                         OutgoingPart(filename="plan.pdf", content_type="application/pdf",
+                                      content=b"%PDF-1.4")],
+                  headers=[("X-Campaign", "spring"), ("Importance", "high")],
+                  in_reply_to="p@example.com", references=["root@example.com", "p@example.com"])
+    composed = compose(draft, now=datetime(2026, 11, 3, 9, tzinfo=UTC))
+    assert b"\r\n" in composed.raw and b"\n" not in composed.raw.replace(b"\r\n", b"")
+    assert composed.message_id.endswith("@xn--bcher-kva.de")
+    msg = email.message_from_bytes(composed.raw, policy=policy.default)
+    assert msg.get_content_type() == "multipart/mixed"
+    alternative, pdf = msg.get_payload()
+    assert alternative.get_content_type() == "multipart/alternative"
+    text, related = alternative.get_payload()
+    assert text.get_content() == "Hello\r\n"
+    assert related.get_content_type() == "multipart/related"
+    html, logo = related.get_payload()
+    assert html.get_content_type() == "text/html"
+    assert logo["Content-ID"] == "<logo@x>" and logo.get_content() == PNG
+    assert pdf.get_filename() == "plan.pdf" and pdf.get_content() == b"%PDF-1.4"
+    assert msg["Message-ID"] == f"<{composed.message_id}>"
+    assert msg["In-Reply-To"] == "<p@example.com>"
+    assert msg["References"] == "<root@example.com> <p@example.com>"
+    assert (msg["X-Campaign"], msg["Importance"]) == ("spring", "high")
+    assert msg["Subject"] == "Grüße – the plan"
+    assert "Bcc" not in msg
+    parsed = parse_message(composed.raw)
+    assert parsed.from_ == Address(address="desk@xn--bcher-kva.de", name="Bücher Desk")
+    assert [a.address for a in parsed.cc] == ["bo@example.net"]
+    assert parsed.defects == []
+    assert {a.filename for a in parsed.attachments} == {"logo.png", "plan.pdf"}
+
+
+def test_html_only_and_inline_parts_without_html():
+    only_html = compose(Draft(sender=DESK, to=[JO], subject="x", html="<b>hi</b>"))
+    assert email.message_from_bytes(only_html.raw).get_content_type() == "text/html"
+    text_and_cid = compose(Draft(sender=DESK, to=[JO], subject="x", text="hi", parts=[
+        OutgoingPart(filename="a.png", content_type="image/png", content=PNG,
+                     disposition="inline", content_id="a@x")]))
+    msg = email.message_from_bytes(text_and_cid.raw, policy=policy.default)
+    assert [p.get_content_type() for p in msg.iter_parts()] == ["text/plain", "image/png"]
+
+
+def test_an_auto_reply_says_so():
+    composed = compose(Draft(sender=DESK, to=[JO], subject="x", text="away",
+                             auto_submitted="auto-replied"))
+    assert email.message_from_bytes(composed.raw)["Auto-Submitted"] == "auto-replied"
+
+
+def test_every_message_id_is_new():
+    draft = Draft(sender=DESK, to=[JO], subject="x", text="hi")
+    assert compose(draft).message_id != compose(draft).message_id
+
+
+def test_attachments_are_decoded_and_checked():
+    parts = parts_of([Attachment(filename="a.txt", content_type="Text/Plain",
+                                 content_base64=base64.b64encode(b"hi").decode(),
+                                 disposition="inline", content_id="<a@x>")])
+    assert parts == [OutgoingPart(filename="a.txt", content_type="text/plain", content=b"hi",
+                                  disposition="inline", content_id="a@x")]
+    bad = [Attachment(filename="a", content_type="text/plain", content_base64="***"),
+           Attachment(filename="a", content_type="pdf", content_base64=""),
+           Attachment(filename="a\r\nX: y", content_type="text/plain", content_base64=""),
+           Attachment(filename="a", content_type="text/plain", content_base64="", content_id="a b")]
+    paths = []
+    for item in bad:
+        with pytest.raises(PylotaError) as caught:
+            parts_of([item])
+        assert caught.value.code is ErrorCode.INVALID_REQUEST
+        paths.append(caught.value.details["path"])
+    assert paths == ["attachments[0].content_base64", "attachments[0].content_type",
+                     "attachments[0].filename", "attachments[0].content_id"]
+
+
+@pytest.mark.parametrize(("subject", "reply", "forward"), [
+    ("Plan", "Re: Plan", "Fwd: Plan"),
+    ("Re: Plan", "Re: Plan", "Fwd: Re: Plan"),
+    ("RE: Plan", "RE: Plan", "Fwd: RE: Plan"),
+    ("Fwd: Plan", "Re: Fwd: Plan", "Fwd: Plan"),
+    ("FW: Plan", "Re: FW: Plan", "FW: Plan"),
+    ("[dev] Re: Plan", "[dev] Re: Plan", "Fwd: [dev] Re: Plan"),
+    ("AW: Termin", "AW: Termin", "Fwd: AW: Termin"),
+    ("", "Re:", "Fwd:"),
+])
+def test_re_and_fwd_are_added_once(subject, reply, forward):
+    assert reply_subject(subject) == reply
+    assert forward_subject(subject) == forward
+
+
+def test_references_come_from_rfc_message_ids():
+    assert references_for(parent()) == (
+        "p@example.com", ["root@example.com", "o@example.com", "p@example.com"])
+    # no References: the parent's In-Reply-To stands in (RFC 5322 section 3.6.4)
+    assert references_for(parent(references=[])) == (
+        "p@example.com", ["o@example.com", "p@example.com"])
+    assert references_for(parent(message_id=None, references=[], in_reply_to=[])) == (None, [])
+    long = parent(references=[f"r{i}@example.com" for i in range(50)])
+    _, chain = references_for(long)
+    assert len(chain) == MAX_REFERENCES
+    assert chain[0] == "r0@example.com" and chain[-2:] == ["r49@example.com", "p@example.com"]
+
+
+def test_a_reply_quotes_its_parent():
+    text = quoted_reply("Thanks!", parent(), as_html=False)
+    assert text == ("Thanks!\n\nOn Mon, 02 Nov 2026 at 10:00 UTC, Jo <jo@example.com> wrote:\n"
+                    "> Line one\n>\n> Line two\n")
+    page = quoted_reply("<p>Thanks</p>", parent(text="a < b\n"), as_html=True)
+    assert '<blockquote type="cite">a &lt; b</blockquote>' in page
+    assert quoted_reply(None, parent(), as_html=True) is None
+
+
+def test_a_forward_keeps_the_original():
+    text = forwarded_text("FYI", parent(cc=[Address(address="bo@example.net")]))
+    assert text.startswith("FYI\n\n---------- Forwarded message ----------\nFrom: Jo <jo@example.com>\n")
+    assert "Subject: Plan\nTo: desk@acme.example\nCc: bo@example.net\n\nLine one\n\nLine two\n" in text
+    assert forwarded_text(None, parent()).startswith("---------- Forwarded message")

@@ -1,0 +1,93 @@
+"""Who a reply goes to (shared.outbound.replies): Reply-To safety, reply-all, automated mail."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.errors import ErrorCode, PylotaError
+from shared.mail.model import Address
+from shared.mail.records import HeaderField
+from shared.outbound.addresses import Mailbox
+from shared.outbound.replies import (REPLY_TO_OTHER_DOMAIN, automated_reason, reply_addressing,
+                                     sender_for)
+from tests.shared.outbound.test_compose import parent
+
+OWN = ["desk@acme.example", "sales@acme.example"]
+
+
+def addrs(*items: str) -> list[Address]:
+    return [Address(address=a) for a in items]
+
+
+def test_a_reply_goes_to_the_sender_from_the_address_written_to():
+    got = reply_addressing(parent(to=addrs("sales@acme.example", "bo@example.net")), OWN,
+                           reply_all=False)
+    assert got.sender == "sales@acme.example"
+    assert got.to == [Mailbox(address="jo@example.com", name="Jo")] and got.cc == []
+    assert got.flags == []
+
+
+def test_reply_to_is_honoured_and_flagged_on_another_domain():
+    same = reply_addressing(parent(reply_to=addrs("help@mail.example.com")), OWN, reply_all=False)
+    assert [b.address for b in same.to] == ["help@mail.example.com"] and same.flags == []
+    other = reply_addressing(parent(reply_to=addrs("collect@elsewhere.example")), OWN,
+                             reply_all=False)
+    assert [b.address for b in other.to] == ["collect@elsewhere.example"]
+    assert other.flags == [REPLY_TO_OTHER_DOMAIN]
+
+
+def test_reply_to_our_own_or_unusable_addresses_falls_back_to_from():
+    got = reply_addressing(parent(reply_to=addrs("DESK@acme.example", "nonsense")), OWN,
+                           reply_all=False)
+    assert [b.address for b in got.to] == ["jo@example.com"] and got.flags == []
+
+
+def test_reply_all_adds_to_and_cc_minus_ours_never_bcc():
+    got = reply_addressing(parent(to=addrs("desk@acme.example", "bo@example.net"),
+                                  cc=addrs("sales@acme.example", "cy@example.org",
+                                           "jo@example.com")),
+                           OWN, reply_all=True)
+    assert got.sender == "desk@acme.example"
+    assert [b.address for b in got.to] == ["jo@example.com"]
+    assert [b.address for b in got.cc] == ["bo@example.net", "cy@example.org"]
+
+
+def test_a_reply_to_our_own_message_goes_to_its_recipients():
+    ours = parent(from_=Address(address="sales@acme.example"), direction="outbound",
+                  to=addrs("jo@example.com"), cc=addrs("bo@example.net", "desk@acme.example"))
+    got = reply_addressing(ours, OWN, reply_all=True)
+    assert got.sender == "sales@acme.example"
+    assert [b.address for b in got.to] == ["jo@example.com"]
+    assert [b.address for b in got.cc] == ["bo@example.net"]
+
+
+def test_nobody_to_reply_to_is_an_error_on_message_id():
+    with pytest.raises(PylotaError) as caught:
+        reply_addressing(parent(from_=None, reply_to=[]), OWN, reply_all=True)
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.details["path"] == "message_id"
+
+
+def test_the_sender_of_a_forward_follows_the_same_rule():
+    assert sender_for(parent(to=addrs("x@example.com"), cc=addrs("SALES@acme.example")),
+                      OWN) == "sales@acme.example"
+    assert sender_for(parent(), ["other@acme.example"]) == "other@acme.example"
+
+
+@pytest.mark.parametrize(("headers", "sender", "reason"), [
+    ([("Auto-Submitted", "auto-replied")], "jo@example.com", "Auto-Submitted"),
+    ([("Auto-Submitted", "no")], "jo@example.com", None),
+    ([("Precedence", "bulk")], "jo@example.com", "Precedence"),
+    ([("List-Id", "<dev.example.com>")], "jo@example.com", "mailing list"),
+    ([("Content-Type", "multipart/report; report-type=delivery-status")], "jo@example.com",
+     "report"),
+    ([], "MAILER-DAEMON@example.com", "robot"),
+    ([], "no-reply@example.com", "robot"),
+    ([], "owner-dev@example.com", "robot"),
+    ([], "dev-request@example.com", "robot"),
+    ([], "jo@example.com", None),
+])
+def test_automated_mail_gets_no_auto_reply(headers, sender, reason):
+    found = automated_reason(parent(from_=Address(address=sender.lower()),
+                                    headers=[HeaderField(n, v) for n, v in headers]))
+    assert (found is None) if reason is None else (reason in found)
