@@ -51,6 +51,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_embed_batch: int = 32
     #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
     pm_embed_poll_seconds: int = 5
+    #: Base URL of an OpenAI-compatible chat endpoint for mail_deep_search answers (ending
+    #: before /chat/completions); empty uses the built-in backend.
+    pm_llm_base_url: str = ""
+    #: Model name sent to that endpoint.
+    pm_llm_model: str = ""
+    #: Bearer key for that endpoint (never logged); empty sends none.
+    pm_llm_api_key: str = ""
+    #: Seconds to wait for that endpoint (connect, and each read) before the built-in answer.
+    pm_llm_timeout_seconds: float = 4.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

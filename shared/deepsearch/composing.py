@@ -1,0 +1,125 @@
+"""Composing, built in: an extractive answer from the ranked sentences (no model service).
+
+For each part of the question the best sentence is chosen, if its score clears the threshold
+(:data:`ANSWER_THRESHOLD` for the first part, :data:`FOLLOW_THRESHOLD` for later ones; both
+calibrated on the QA kit's dev set only, see ``bench/deep_search.py``). A later part prefers the
+message the earlier part's message replies to, or that replies to it (:data:`RELATION_BONUS`),
+since "…, and did Suresh agree?" is answered by the reply. A part about a person ("did Kumar Gala
+apply …") takes only a sentence that person wrote, or one that names them. When the first part
+has no sentence, there is no answer: the question is ``insufficient_evidence``.
+
+Each chosen sentence becomes one answer sentence that says who wrote it and when, quotes it, and
+cites its message: ``Jeff Layton wrote on 22 June 2010: “Strong ACK”`` ``[msg_…]``. A very short
+sentence ("Good point.") is quoted with the one after it.
+
+Pure: no I/O. Called by ``shared.deepsearch.backends``.
+"""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+import msgspec
+
+from shared.deepsearch.citations import Claim
+from shared.deepsearch.evidence import Candidate, Ranking, author_matches
+from shared.deepsearch.question import Part, Question, fold
+from shared.deepsearch.reading import ReadMessage, sentences_of
+from shared.deepsearch.records import MAX_QUOTE_CHARS
+
+__all__ = ["Choice", "choose", "claim_for", "ANSWER_THRESHOLD", "FOLLOW_THRESHOLD",
+           "RELATION_BONUS", "SHORT_QUOTE"]
+
+#: Least score of the first part's sentence for an answer (dev-set calibration).
+ANSWER_THRESHOLD = 0.45
+#: Least score (with the relation bonus) of a later part's sentence.
+FOLLOW_THRESHOLD = 0.40
+#: Added for a later part to the message replying to, or replied to by, an earlier part's.
+RELATION_BONUS = 0.10
+#: Quotes shorter than this many characters are extended by the next sentence.
+SHORT_QUOTE = 40
+#: Candidates of each part looked at.
+_DEPTH = 40
+
+
+class Choice(msgspec.Struct, frozen=True, kw_only=True):
+    """The sentence chosen for one part: the part, the candidate, its adjusted score, and the
+    quote (the sentence, possibly with the next one)."""
+
+    part: Part
+    candidate: Candidate
+    score: float
+    quote: str
+
+
+def _related(message: ReadMessage, earlier: list[Choice]) -> bool:
+    for choice in earlier:
+        other = choice.candidate.message
+        if other.id == message.id:
+            continue
+        if (other.rfc_message_id and other.rfc_message_id in message.in_reply_to) or (
+                message.rfc_message_id and message.rfc_message_id in other.in_reply_to):
+            return True
+    return False
+
+
+def _about(part: Part, candidate: Candidate) -> bool:
+    if not part.actors:
+        return True
+    text = fold(candidate.sentence.text)
+    return any(author_matches(a, candidate.message) or fold(a) in text for a in part.actors)
+
+
+def _quote(candidate: Candidate) -> str:
+    text = candidate.sentence.text
+    if len(text) < SHORT_QUOTE:
+        following = [s for s in sentences_of(candidate.message)
+                     if s.index == candidate.sentence.index + 1]
+        if following:
+            text = f"{text} {following[0].text}"
+    if len(text) > MAX_QUOTE_CHARS:
+        text = text[: MAX_QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return text
+
+
+def choose(question: Question, ranking: Ranking, *, answer_threshold: float = ANSWER_THRESHOLD,
+           follow_threshold: float = FOLLOW_THRESHOLD) -> list[Choice]:
+    """The sentence for each part that has one; empty when the first part has none."""
+    chosen: list[Choice] = []
+    used: set[tuple[str, int]] = set()
+    for j, part in enumerate(question.parts):
+        best: Choice | None = None
+        for candidate in ranking.by_part[j][:_DEPTH]:
+            key = (candidate.message.id, candidate.sentence.index)
+            if key in used or not _about(part, candidate):
+                continue
+            score = candidate.scores[j] + (RELATION_BONUS if _related(candidate.message, chosen)
+                                           else 0.0)
+            if best is None or score > best.score:
+                best = Choice(part=part, candidate=candidate, score=round(score, 4), quote="")
+        threshold = answer_threshold if j == 0 else follow_threshold
+        if best is None or best.score < threshold:
+            if j == 0:
+                return []
+            continue
+        best = msgspec.structs.replace(best, quote=_quote(best.candidate))
+        used.add((best.candidate.message.id, best.candidate.sentence.index))
+        chosen.append(best)
+    return chosen
+
+
+def _sender(message: ReadMessage) -> str:
+    name = (message.from_name or "").strip()
+    if "," in name:  # "Bounine, Alexandre"
+        last, _, first = name.partition(",")
+        name = f"{first.strip()} {last.strip()}".strip()
+    return name or message.from_address or "The sender"
+
+
+def claim_for(choice: Choice, time_zone: str) -> Claim:
+    """The answer sentence for ``choice``: who wrote it, when, and the quote."""
+    message = choice.candidate.message
+    when = message.date.astimezone(ZoneInfo(time_zone))
+    quote = choice.quote.replace("“", "\"").replace("”", "\"")
+    return Claim(text=f"{_sender(message)} wrote on {when.day} {when:%B %Y}: “{quote}”",
+                 cites=(message.id,))

@@ -1,0 +1,194 @@
+"""Evidence ranking: each sentence read, scored against each part of the question.
+
+A sentence's score for a part blends (weights in :data:`WEIGHTS`):
+
+- ``meaning``: cosine similarity of the sentence and the part (with the question's statements
+  before it) under the engine's embedding model;
+- ``words``: the share of the part's content words (IDF-weighted over the sentences read, the
+  question's statements at half weight) the sentence holds;
+- ``subject``: the same share in the message's subject, since a one-line reply ("Acked-by: …")
+  says what it is about only there;
+- ``search``: how high search ranked the message (reciprocal-rank fusion over every search);
+- ``author``: the message is from a person the part is about ("did Ingo suggest");
+- ``shape``: a how-many part wants a number the question does not hold.
+
+Which parts follow an earlier part ("…, and who convinced him?") is settled when composing: the
+relation to the earlier part's message is added there.
+
+Sentences of a message that gives instructions to the reader (``shared.deepsearch.instructions``)
+are never candidates. Pure apart from the embedding call it is handed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+
+import msgspec
+import numpy as np
+
+from shared.deepsearch.instructions import addresses_the_reader
+from shared.deepsearch.question import Part, Question, content_words, fold
+from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
+
+__all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "MAX_EMBEDDED"]
+
+#: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
+WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "author": 0.12,
+           "shape": 0.08}
+#: Sentences embedded per question: the best by words, subject and search rank. The model is the
+#: slow part: a batch costs its longest text times its size, so texts are cut to
+#: :data:`EMBEDDED_CHARS` and batched by length (:func:`embed_sentences`).
+MAX_EMBEDDED = 32
+#: Characters of a sentence the model reads (about 40 tokens of English).
+EMBEDDED_CHARS = 120
+#: Texts per model call.
+EMBED_BATCH = 16
+
+Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?![\w])")
+
+
+class Candidate(msgspec.Struct, frozen=True, kw_only=True):
+    """A sentence, its message, and its score for each part of the question (same order)."""
+
+    sentence: Sentence
+    message: ReadMessage
+    scores: tuple[float, ...]
+
+
+class Ranking(msgspec.Struct, frozen=True, kw_only=True):
+    """Candidates best first for each part, the messages read (by id), and how many messages were
+    left out because they address the reader."""
+
+    by_part: tuple[tuple[Candidate, ...], ...]
+    messages: dict[str, ReadMessage]
+    refused: int
+
+
+def author_matches(name: str, message: ReadMessage) -> bool:
+    """Whether ``name`` (as written in a question: ``Howells``, ``Nicolas de Pesloüan``) names
+    the message's sender: each of its words is a word of the sender's display name, or the
+    name's last word is in the address's local part."""
+    words = [w for w in fold(name).replace("'", " ").split() if len(w) > 1]
+    if not words:
+        return False
+    display = set(re.findall(r"\w+", fold(message.from_name or "")))
+    if all(w in display for w in words):
+        return True
+    local = fold((message.from_address or "").split("@")[0])
+    return len(words[-1]) >= 4 and words[-1] in local
+
+
+def _idf(sentences: list[list[str]]) -> dict[str, float]:
+    df: dict[str, int] = {}
+    for words in sentences:
+        for w in set(words):
+            df[w] = df.get(w, 0) + 1
+    n = len(sentences) + 1
+    return {w: math.log(n / (c + 0.5)) + 1.0 for w, c in df.items()}
+
+
+def _share(wanted: dict[str, float], have: set[str]) -> float:
+    total = sum(wanted.values())
+    return sum(v for w, v in wanted.items() if w in have) / total if total else 0.0
+
+
+def _part_terms(question: Question, part: Part, idf: dict[str, float], names: set[str]
+                ) -> dict[str, float]:
+    terms: dict[str, float] = {}
+    default = max(idf.values(), default=1.0)
+    for weight, text in ((0.5, question.context), (0.5, question.text), (1.0, part.text)):
+        for w in content_words(text):
+            if w in names:
+                continue
+            terms[w] = max(terms.get(w, 0.0), weight * idf.get(w, default))
+    return terms
+
+
+def _shape(part: Part, text: str, question_numbers: set[str]) -> float:
+    if part.kind == "how_many":
+        numbers = {n.replace(",", "") for n in _NUMBER.findall(text)} - question_numbers
+        return 1.0 if numbers else -1.0
+    return 0.0
+
+
+async def embed_sentences(texts: Sequence[str], embed: Embed,
+                          checkpoint: Callable[[], Awaitable[None]]) -> np.ndarray:
+    """The vectors of ``texts`` (in order), computed in batches of similar length with a
+    checkpoint before each batch."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: np.ndarray | None = None
+    for start in range(0, len(order), EMBED_BATCH):
+        batch = order[start:start + EMBED_BATCH]
+        await checkpoint()
+        vectors = await embed([texts[i] for i in batch])
+        if out is None:
+            out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[batch] = vectors
+    await checkpoint()
+    return out if out is not None else np.zeros((0, 1), dtype=np.float32)
+
+
+async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
+                        search_rank: dict[str, float], embed: Embed,
+                        checkpoint: Callable[[], Awaitable[None]]) -> Ranking:
+    """Score every sentence of ``messages`` for every part of ``question``.
+
+    Args:
+        search_rank: each message's search relevance, 0..1 (1 for the best).
+        embed: the embedding model, as an awaitable (it runs in a thread).
+        checkpoint: awaited before each batch of the model and after the last; raises to stop.
+    """
+    kept: list[ReadMessage] = []
+    refused = 0
+    for m in messages:
+        if addresses_the_reader(f"{m.subject}\n{m.own_text}"):
+            refused += 1
+        else:
+            kept.append(m)
+    by_id = {m.id: m for m in kept}
+    seen: set[str] = set()
+    sentences: list[Sentence] = []
+    for m in kept:  # oldest first: a sentence repeated later counts for the first to say it
+        for s in sentences_of(m):
+            key = " ".join(fold(s.text).split())
+            if key in seen or not content_words(s.text):
+                continue
+            seen.add(key)
+            sentences.append(s)
+    words = [set(content_words(s.text)) for s in sentences]
+    subjects = {m.id: set(content_words(m.subject)) for m in kept}
+    idf = _idf([list(w) for w in words])
+    names = {w for n in question.names for w in content_words(n.text)}
+    parts = question.parts
+    terms = [_part_terms(question, p, idf, names) for p in parts]
+    question_numbers = {n.replace(",", "") for n in _NUMBER.findall(question.text)}
+    lexical = np.zeros((len(sentences), len(parts)))
+    for i, s in enumerate(sentences):
+        m = by_id[s.message_id]
+        for j, p in enumerate(parts):
+            author = any(author_matches(a, m) for a in p.actors) or any(
+                author_matches(o, m) for o in p.owners) * 0.5
+            lexical[i, j] = (WEIGHTS["words"] * _share(terms[j], words[i])
+                             + WEIGHTS["subject"] * _share(terms[j], subjects[m.id])
+                             + WEIGHTS["search"] * search_rank.get(m.id, 0.0)
+                             + WEIGHTS["author"] * float(author)
+                             + WEIGHTS["shape"] * _shape(p, s.text, question_numbers))
+    meaning = np.zeros_like(lexical)
+    if sentences:
+        order = np.argsort(-lexical.max(axis=1))[:MAX_EMBEDDED]
+        queries = [" ".join(x for x in (question.context, p.text) if x) for p in parts]
+        texts = [*queries, *(sentences[i].text[:EMBEDDED_CHARS] for i in order)]
+        vectors = await embed_sentences(texts, embed, checkpoint)
+        q, v = vectors[: len(parts)], vectors[len(parts):]
+        meaning[order] = v @ q.T
+    scores = lexical + WEIGHTS["meaning"] * meaning
+    candidates = [Candidate(sentence=s, message=by_id[s.message_id],
+                            scores=tuple(round(float(x), 4) for x in scores[i]))
+                  for i, s in enumerate(sentences)]
+    by_part = tuple(tuple(sorted(candidates, key=lambda c, j=j: (-c.scores[j], c.message.date,
+                                                                 c.sentence.index)))
+                    for j in range(len(parts)))
+    return Ranking(by_part=by_part, messages=by_id, refused=refused)
