@@ -19,7 +19,8 @@ to the caller untouched.
 
 Status: ``answered`` when a checked sentence is left; ``degraded`` when every search ran without
 semantic matching (the answer then lists the plain search hits); ``budget_exhausted`` when no
-sentence is left and the step or time budget cut searches off or left no time to read;
+sentence is left and the step or time budget cut off an essential search
+(``PlannedSearch.essential``) or left no time to read;
 ``insufficient_evidence`` otherwise. Searches start only in the first :data:`SEARCH_SHARE` of
 ``max_seconds``, so reading and answering have the rest.
 """
@@ -186,7 +187,7 @@ async def deep_search(pool: asyncpg.Pool, engine: SemanticEngine, request: DeepS
             hits_by_id.setdefault(hit.message_id, hit)
         await run.record("search", f"{planned.mode}: {planned.q}", len(outcome.hits), began,
                          f"search: {planned.q} ({len(outcome.hits)} hits)")
-    cut_short = len(ran) < len(plan)
+    cut_short = any(p.essential and p not in ran for p in plan)
     ordered = sorted(fused, key=lambda i: -fused[i])
     if ran and degraded_searches == len(ran):
         return _degraded(run, [hits_by_id[i] for i in ordered], len(ran), request.time_zone)

@@ -6,7 +6,9 @@ calibrated on the QA kit's dev set only, see ``bench/deep_search.py``). A later 
 message the earlier part's message replies to, or that replies to it (:data:`RELATION_BONUS`),
 since "…, and did Suresh agree?" is answered by the reply. A part about a person ("did Kumar Gala
 apply …") takes only a sentence that person wrote, or one that names them. When the first part
-has no sentence, there is no answer: the question is ``insufficient_evidence``.
+has no sentence, there is no answer: the question is ``insufficient_evidence``. A sentence by
+someone the part excludes ("apart from Alex, who …") is never chosen for it, nor, for "which X"
+(``Part.head``), a sentence that does not mention X.
 
 Each chosen sentence becomes one answer sentence that says who wrote it and when, quotes it, and
 cites its message: ``Jeff Layton wrote on 22 June 2010: “Strong ACK”`` ``[msg_…]``. A very short
@@ -23,7 +25,7 @@ import msgspec
 
 from shared.deepsearch.citations import Claim
 from shared.deepsearch.evidence import Candidate, Ranking, author_matches
-from shared.deepsearch.question import Part, Question, fold
+from shared.deepsearch.question import Part, Question, content_words, fold
 from shared.deepsearch.reading import ReadMessage, sentences_of
 from shared.deepsearch.records import MAX_QUOTE_CHARS
 
@@ -35,7 +37,7 @@ ANSWER_THRESHOLD = 0.45
 #: Least score (with the relation bonus) of a later part's sentence.
 FOLLOW_THRESHOLD = 0.40
 #: Added for a later part to the message replying to, or replied to by, an earlier part's.
-RELATION_BONUS = 0.10
+RELATION_BONUS = 0.20
 #: Quotes shorter than this many characters are extended by the next sentence.
 SHORT_QUOTE = 40
 #: Candidates of each part looked at.
@@ -64,6 +66,11 @@ def _related(message: ReadMessage, earlier: list[Choice]) -> bool:
 
 
 def _about(part: Part, candidate: Candidate) -> bool:
+    if any(author_matches(x, candidate.message) for x in part.excluded):
+        return False
+    if part.head and not set(part.head) & set(content_words(
+            f"{candidate.sentence.text} {candidate.message.subject}")):
+        return False
     if not part.actors:
         return True
     text = fold(candidate.sentence.text)

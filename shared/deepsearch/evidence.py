@@ -5,12 +5,15 @@ A sentence's score for a part blends (weights in :data:`WEIGHTS`):
 - ``meaning``: cosine similarity of the sentence and the part (with the question's statements
   before it) under the engine's embedding model;
 - ``words``: the share of the part's content words (IDF-weighted over the sentences read, the
-  question's statements at half weight) the sentence holds;
+  question's statements at half weight, its focus words double) the sentence or its message's
+  subject holds;
 - ``subject``: the same share in the message's subject, since a one-line reply ("Acked-by: …")
   says what it is about only there;
 - ``search``: how high search ranked the message (reciprocal-rank fusion over every search);
 - ``author``: the message is from a person the part is about ("did Ingo suggest");
-- ``shape``: a how-many part wants a number the question does not hold.
+- ``shape``: a how-many part wants a number the question does not hold, best right before the
+  unit asked about ("4604 lines"); a who part likes a sentence that names someone other than its
+  sender, or an ``Acked-by:``-style trailer.
 
 Which parts follow an earlier part ("…, and who convinced him?") is settled when composing: the
 relation to the earlier part's message is added there.
@@ -29,7 +32,7 @@ import msgspec
 import numpy as np
 
 from shared.deepsearch.instructions import addresses_the_reader
-from shared.deepsearch.question import Part, Question, content_words, fold
+from shared.deepsearch.question import Part, Question, content_words, fold, stem
 from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
 
 __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "MAX_EMBEDDED"]
@@ -37,6 +40,8 @@ __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches",
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
 WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "author": 0.12,
            "shape": 0.08}
+#: Factor of a part's focus words (``Part.focus``) among its terms.
+FOCUS_WEIGHT = 2.0
 #: Sentences embedded per question: the best by words, subject and search rank. The model is the
 #: slow part: a batch costs its longest text times its size, so texts are cut to
 #: :data:`EMBEDDED_CHARS` and batched by length (:func:`embed_sentences`).
@@ -104,13 +109,29 @@ def _part_terms(question: Question, part: Part, idf: dict[str, float], names: se
             if w in names:
                 continue
             terms[w] = max(terms.get(w, 0.0), weight * idf.get(w, default))
+    for w in part.focus:  # what is asked weighs double
+        if w in terms:
+            terms[w] *= FOCUS_WEIGHT
     return terms
 
 
-def _shape(part: Part, text: str, question_numbers: set[str]) -> float:
+_CAPITALIZED_PAIR = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+\s+[A-Z][a-z]+\b")
+_ACK_TRAILER = re.compile(r"^\s*(?:Acked|Reviewed|Tested|Reported)-by:", re.IGNORECASE)
+
+
+def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: set[str]) -> float:
     if part.kind == "how_many":
-        numbers = {n.replace(",", "") for n in _NUMBER.findall(text)} - question_numbers
-        return 1.0 if numbers else -1.0
+        tokens = re.findall(r"[\w,]+", sentence)
+        near_unit = any(_NUMBER.fullmatch(t) and t.replace(",", "") not in question_numbers
+                        and any(stem(u) in part.focus for u in tokens[i + 1:i + 4])
+                        for i, t in enumerate(tokens))
+        numbers = {n.replace(",", "") for n in _NUMBER.findall(sentence)} - question_numbers
+        return 1.0 if near_unit else 0.3 if numbers else -1.0
+    if part.kind == "who":
+        sender = set(fold(message.from_name or "").split())
+        named = any(not set(fold(m).split()) <= sender
+                    for m in _CAPITALIZED_PAIR.findall(sentence))
+        return 0.5 if named or _ACK_TRAILER.match(sentence) else 0.0
     return 0.0
 
 
@@ -171,11 +192,11 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
         for j, p in enumerate(parts):
             author = any(author_matches(a, m) for a in p.actors) or any(
                 author_matches(o, m) for o in p.owners) * 0.5
-            lexical[i, j] = (WEIGHTS["words"] * _share(terms[j], words[i])
+            lexical[i, j] = (WEIGHTS["words"] * _share(terms[j], words[i] | subjects[m.id])
                              + WEIGHTS["subject"] * _share(terms[j], subjects[m.id])
                              + WEIGHTS["search"] * search_rank.get(m.id, 0.0)
                              + WEIGHTS["author"] * float(author)
-                             + WEIGHTS["shape"] * _shape(p, s.text, question_numbers))
+                             + WEIGHTS["shape"] * _shape(p, s.text, m, question_numbers))
     meaning = np.zeros_like(lexical)
     if sentences:
         order = np.argsort(-lexical.max(axis=1))[:MAX_EMBEDDED]

@@ -41,6 +41,9 @@ class PlannedSearch(msgspec.Struct, frozen=True, kw_only=True):
     q: str
     mode: Literal["keyword", "semantic", "hybrid"]
     purpose: str
+    #: Whether leaving it out for lack of steps makes an empty answer ``budget_exhausted``
+    #: rather than ``insufficient_evidence`` (the variants of 4 and 5 are not).
+    essential: bool = True
 
 
 def _quoted(text: str) -> str:
@@ -91,8 +94,9 @@ def plan_searches(question: Question, people: dict[str, str]) -> list[PlannedSea
                                 if o in people and o not in actors))
     for owner in owners[:1]:
         plans.append(PlannedSearch(q=f"from:{_quoted(owner)} " + " ".join(topic[:4]),
-                                   mode="hybrid", purpose=f"{people[owner]}'s mail on it"))
+                                   mode="hybrid", purpose=f"{people[owner]}'s mail on it",
+                                   essential=False))
     if exact:
         plans.append(PlannedSearch(q=" OR ".join(_quoted(e) for e in exact[:4]), mode="keyword",
-                                   purpose="the exact terms"))
+                                   purpose="the exact terms", essential=False))
     return plans

@@ -77,12 +77,20 @@ class Name(msgspec.Struct, frozen=True, kw_only=True):
 
 class Part(msgspec.Struct, frozen=True, kw_only=True):
     """One thing the question asks: its text, kind, and the names of the people it is about
-    (``actors``: who did what is asked; ``owners``: whose thing it is)."""
+    (``actors``: who did what is asked; ``owners``: whose thing it is; ``excluded``: who cannot
+    be the answer, as in "apart from Alex, who …" or "who reviewed Chris's patch"). ``focus``
+    holds the stems that say what is asked: the head words after the wh-word ("how many error
+    lines") and the verb ("did Ingo suggest", "who acked")."""
 
     text: str
     kind: Kind
     actors: tuple[str, ...] = ()
     owners: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+    focus: tuple[str, ...] = ()
+    #: For a "which X" part, the stems of X when it names a class the answer belongs to
+    #: ("which Kconfig switch", "which Debian release"); the answer's sentence must hold one.
+    head: tuple[str, ...] = ()
 
 
 class Question(msgspec.Struct, frozen=True, kw_only=True):
@@ -211,6 +219,60 @@ def _actors(part: str, earlier: list[Name]) -> tuple[tuple[str, ...], tuple[str,
     return tuple(actors), owners
 
 
+_EXCLUDING = re.compile(r"\b(?:apart from|aside from|besides|other than|except(?: for)?)\s+"
+                        r"([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+_PRONOUN_SUBJECT = ("he", "she", "it", "they", "that", "this", "the", "his", "her", "its")
+
+
+def _focus(part: str, kind: Kind) -> tuple[str, ...]:
+    words = _WORD.findall(part)
+    low = [fold(w) for w in words]
+    focus: list[str] = []
+    # the wh-word that governs: the last one before the first auxiliary after a wh-word
+    whs = [i for i, w in enumerate(low) if w in _WH]
+    first_aux = next((i for i, w in enumerate(low) if w in _AUXILIARIES and whs and i > whs[0]),
+                     len(low))
+    wh = whs[0] if kind == "who" and whs else max((i for i in whs if i < first_aux), default=None)
+    if wh is not None:
+        j = wh + 1
+        while j < len(low) and low[j] not in _AUXILIARIES and len(focus) < 3:
+            if low[j] not in STOPWORDS and not low[j].endswith("ly") \
+                    and low[j] not in ("else", "many", "much"):
+                focus.append(stem(low[j]))
+                if kind == "who":
+                    break
+            j += 1
+    aux = next((i for i, w in enumerate(low) if w in _AUXILIARIES and (wh is None or i > wh)),
+               None)
+    if aux is not None:
+        j = aux + 1
+        while j < len(low) and (words[j][:1].isupper() or low[j] in _PRONOUN_SUBJECT
+                                or low[j] in ("and", "up", "end")):
+            j += 1
+        while j < len(low) and low[j] in STOPWORDS | {"end", "up"}:
+            j += 1
+        if j < len(low):
+            focus.append(stem(low[j]))
+    return tuple(dict.fromkeys(f for f in focus if len(f) > 1))
+
+
+#: Heads of "which X" that name no class of answers ("which one").
+_GENERIC_HEADS = frozenset({"one", "ones", "way", "kind", "thing", "part", "type", "time"})
+
+
+def _head(part: str) -> tuple[str, ...]:
+    """The stems of "which [modifiers] X did …" (X the last word before the auxiliary); none
+    when X is generic ("which one")."""
+    match = re.search(r"\bwhich\s+((?:[\w'’-]+\s+){0,3}?)([\w'’-]+)\s+(?:"
+                      + "|".join(_AUXILIARIES) + r")\b", part, re.IGNORECASE)
+    if match is None:
+        return ()
+    word = fold(match.group(2))
+    if word in _GENERIC_HEADS or word in STOPWORDS:
+        return ()
+    return tuple(dict.fromkeys(content_words(f"{match.group(1)} {match.group(2)}")))
+
+
 def analyse(question: str) -> Question:
     """Analyse ``question`` (any length; callers pass at most 1,024 characters).
 
@@ -229,9 +291,17 @@ def analyse(question: str) -> Question:
             if not piece:
                 continue
             kind = _kind(piece)
-            actors, owners = ((), tuple(n.text for n in _names(piece) if n.possessive)) \
-                if kind == "who" else _actors(piece, _names(seen))
-            parts.append(Part(text=piece, kind=kind, actors=actors, owners=owners))
+            named = _names(piece)
+            excluded = [m.group(1) for m in _EXCLUDING.finditer(piece)]
+            if kind == "who":  # the answer is someone the part does not name
+                actors, owners = (), tuple(n.text for n in named if n.possessive)
+                excluded += [n.text for n in named]
+            else:
+                actors, owners = _actors(piece, _names(seen))
+            focus = _focus(piece, kind)
+            head = _head(piece) if kind == "which" else ()
+            parts.append(Part(text=piece, kind=kind, actors=actors, owners=owners,
+                              excluded=tuple(dict.fromkeys(excluded)), focus=focus, head=head))
             seen = f"{seen} {piece}"
     quoted = [a or b for a, b in _QUOTED.findall(text)]
     identifiers = []

@@ -4,8 +4,8 @@ Only a message's own words count (``new_text``: quoted history and signature rem
 ``shared.mail.quotes``), so a fact quoted in eight replies is one sentence of the message that
 first said it; a sentence repeated word for word by a later message is kept for the earliest
 only. Patches keep their description, the notes after ``---`` and the diffstat summary line
-("17 files changed, 30 insertions(+), 30 deletions(-)"); the diff itself and the per-file diffstat
-lines are not sentences. Lines of a block that is indented or looks like program output (a
+("17 files changed, 30 insertions(+), 30 deletions(-)"); the diff itself, the per-file diffstat
+lines and the header lines of a quoted message ("From: … Date: …") are not sentences. Lines of a block that is indented or looks like program output (a
 compiler error, a shell prompt) are sentences one by one; prose is joined across line breaks and
 split at sentence ends.
 
@@ -38,6 +38,9 @@ _TRAILER = re.compile(r"^\s*(?:Acked|Reviewed|Tested|Reported|Signed-off|Suggest
 _PROGRAM_LINE = re.compile(r"^\s*(?:\$ |# |[\w./-]+:\d+(?::\d+)?:|[A-Z]{2,}\s{2,}|[\w./-]+\.[ch]:)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(“])|(?<=[.!?])(?=[A-Z][a-z])")
 _SPACES = re.compile(r"\s+")
+#: Header lines of a quoted or forwarded message ("From: Joe <joe@…> Date: Sun, 14 Nov 2010"):
+#: they introduce someone else's words.
+_QUOTED_HEADER = re.compile(r"^\s*(?:From|Date|Sent|To|Cc|Subject):\s", re.IGNORECASE)
 
 
 class ReadMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,6 +74,8 @@ def _blocks(text: str) -> list[list[str]]:
             in_diff = True
         if in_diff:
             # a diff runs to the end of the part; a later "-- " signature was already removed
+            continue
+        if _QUOTED_HEADER.match(line):
             continue
         if _DIFFSTAT_LINE.match(line) or line.strip() in ("---", "--", "..."):
             blocks.append([])
