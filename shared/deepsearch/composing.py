@@ -35,7 +35,7 @@ __all__ = ["Choice", "choose", "claim_for", "ANSWER_THRESHOLD", "FOLLOW_THRESHOL
 #: Least score of the first part's sentence for an answer (dev-set calibration).
 ANSWER_THRESHOLD = 0.45
 #: Least score (with the relation bonus) of a later part's sentence.
-FOLLOW_THRESHOLD = 0.40
+FOLLOW_THRESHOLD = 0.50
 #: Added for a later part to the message replying to, or replied to by, an earlier part's.
 RELATION_BONUS = 0.20
 #: Quotes shorter than this many characters are extended by the next sentence.

@@ -54,7 +54,7 @@ def _plain_words(text: str, exclude: set[str]) -> list[str]:
     """Content words as written, for a query: no stopwords, no names, no operator look-alikes."""
     out: list[str] = []
     for word in _WORD.findall(text):
-        word = word.strip("'’-")
+        word = re.sub(r"['’]s$", "", word.strip("'’-"))
         low = fold(word)
         if not word or low in STOPWORDS or low in exclude or len(low) < 2:
             continue
