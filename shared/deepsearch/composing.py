@@ -2,9 +2,11 @@
 
 For each part of the question the best sentence is chosen, if its score clears the threshold
 (:data:`ANSWER_THRESHOLD` for the first part, :data:`FOLLOW_THRESHOLD` for later ones; both
-calibrated on the QA kit's dev set only, see ``bench/deep_search.py``). A later part prefers the
-message the earlier part's message replies to, or that replies to it (:data:`RELATION_BONUS`),
-since "…, and did Suresh agree?" is answered by the reply. A part about a person ("did Kumar Gala
+calibrated on the QA kit's dev set only, see ``bench/deep_search.py``). A later part asks what
+followed the first: it takes no message older than the first part's, and prefers a reply to an
+earlier part's message (:data:`RELATION_BONUS`), since "…, and did Suresh agree?" is answered by
+the reply; a later "who …" part ("and who convinced him?") prefers the message an earlier one
+replied to instead, and may be older. A part about a person ("did Kumar Gala
 apply …") takes only a sentence that person wrote, or one that names them. When the first part
 has no sentence, there is no answer: the question is ``insufficient_evidence``. A sentence by
 someone the part excludes ("apart from Alex, who …") is never chosen for it, nor, for "which X"
@@ -12,7 +14,8 @@ someone the part excludes ("apart from Alex, who …") is never chosen for it, n
 
 Each chosen sentence becomes one answer sentence that says who wrote it and when, quotes it, and
 cites its message: ``Jeff Layton wrote on 22 June 2010: “Strong ACK”`` ``[msg_…]``. A very short
-sentence ("Good point.") is quoted with the one after it.
+sentence ("Good point.") is quoted with the one after it, and a very short one before the chosen
+sentence ("Apologies.") is quoted with it.
 
 Pure: no I/O. Called by ``shared.deepsearch.backends``.
 """
@@ -54,15 +57,37 @@ class Choice(msgspec.Struct, frozen=True, kw_only=True):
     quote: str
 
 
-def _related(message: ReadMessage, earlier: list[Choice]) -> bool:
+def _same_msg_id(reference: str, msg_id: str) -> bool:
+    """Whether ``reference`` names ``msg_id``; list archives such as Gmane rewrite the ids in
+    In-Reply-To to ``<local>-<long token>@<archive host>``, so that form counts too."""
+    if reference == msg_id:
+        return True
+    local, _, _ = msg_id.partition("@")
+    ref_local, _, _ = reference.partition("@")
+    return ref_local.startswith(local + "-") and len(ref_local) - len(local) > 16
+
+
+def _replies_to(message: ReadMessage, other: ReadMessage) -> bool:
+    target = other.rfc_message_id
+    return bool(target) and any(_same_msg_id(r, target) for r in message.in_reply_to)
+
+
+def _related(part: Part, message: ReadMessage, earlier: list[Choice]) -> bool:
+    """Whether ``message`` answers a later ``part`` the way follow-ups are answered: "who
+    convinced him" by the message an earlier one replied to, anything else ("did Suresh
+    agree") by a reply to it."""
     for choice in earlier:
         other = choice.candidate.message
-        if other.id == message.id:
-            continue
-        if (other.rfc_message_id and other.rfc_message_id in message.in_reply_to) or (
-                message.rfc_message_id and message.rfc_message_id in other.in_reply_to):
+        if other.id != message.id and (_replies_to(other, message) if part.kind == "who"
+                                       else _replies_to(message, other)):
             return True
     return False
+
+
+def _in_order(part: Part, message: ReadMessage, earlier: list[Choice]) -> bool:
+    """A later part that is not "who …" asks what followed: its message is not older than the
+    first part's."""
+    return part.kind == "who" or not earlier or message.date >= earlier[0].candidate.message.date
 
 
 def _about(part: Part, candidate: Candidate) -> bool:
@@ -79,11 +104,12 @@ def _about(part: Part, candidate: Candidate) -> bool:
 
 def _quote(candidate: Candidate) -> str:
     text = candidate.sentence.text
-    if len(text) < SHORT_QUOTE:
-        following = [s for s in sentences_of(candidate.message)
-                     if s.index == candidate.sentence.index + 1]
-        if following:
-            text = f"{text} {following[0].text}"
+    around = {s.index: s.text for s in sentences_of(candidate.message)}
+    before = around.get(candidate.sentence.index - 1)
+    if before is not None and len(before) < SHORT_QUOTE and not before.rstrip().endswith(","):
+        text = f"{before} {text}"  # "Apologies. In my haste …"; not a greeting ("Hi Jo,")
+    if len(candidate.sentence.text) < SHORT_QUOTE and candidate.sentence.index + 1 in around:
+        text = f"{text} {around[candidate.sentence.index + 1]}"
     if len(text) > MAX_QUOTE_CHARS:
         text = text[: MAX_QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
     return text
@@ -98,10 +124,11 @@ def choose(question: Question, ranking: Ranking, *, answer_threshold: float = AN
         best: Choice | None = None
         for candidate in ranking.by_part[j][:_DEPTH]:
             key = (candidate.message.id, candidate.sentence.index)
-            if key in used or not _about(part, candidate):
+            if key in used or not _about(part, candidate) or not _in_order(
+                    part, candidate.message, chosen):
                 continue
-            score = candidate.scores[j] + (RELATION_BONUS if _related(candidate.message, chosen)
-                                           else 0.0)
+            score = candidate.scores[j] + (RELATION_BONUS if _related(part, candidate.message,
+                                                                      chosen) else 0.0)
             if best is None or score > best.score:
                 best = Choice(part=part, candidate=candidate, score=round(score, 4), quote="")
         threshold = answer_threshold if j == 0 else follow_threshold

@@ -10,6 +10,8 @@ A sentence's score for a part blends (weights in :data:`WEIGHTS`):
 - ``subject``: the same share in the message's subject, since a one-line reply ("Acked-by: …")
   says what it is about only there;
 - ``search``: how high search ranked the message (reciprocal-rank fusion over every search);
+- ``focus``: the share of the part's focus words (what is asked: "acked", "how many error
+  lines") in the sentence itself;
 - ``author``: the message is from a person the part is about ("did Ingo suggest");
 - ``shape``: a how-many part wants a number the question does not hold, best right before the
   unit asked about ("4604 lines"); a who part likes a sentence that names someone other than its
@@ -39,7 +41,7 @@ __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches",
 
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
 WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "author": 0.12,
-           "shape": 0.08}
+           "shape": 0.08, "focus": 0.10}
 #: Factor of a part's focus words (``Part.focus``) among its terms.
 FOCUS_WEIGHT = 2.0
 #: Sentences embedded per question: the best by words, subject and search rank. The model is the
@@ -93,6 +95,10 @@ def _idf(sentences: list[list[str]]) -> dict[str, float]:
             df[w] = df.get(w, 0) + 1
     n = len(sentences) + 1
     return {w: math.log(n / (c + 0.5)) + 1.0 for w, c in df.items()}
+
+
+def _focus_share(part: Part, have: set[str]) -> float:
+    return sum(f in have for f in part.focus) / len(part.focus) if part.focus else 0.0
 
 
 def _share(wanted: dict[str, float], have: set[str]) -> float:
@@ -196,10 +202,14 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
                              + WEIGHTS["subject"] * _share(terms[j], subjects[m.id])
                              + WEIGHTS["search"] * search_rank.get(m.id, 0.0)
                              + WEIGHTS["author"] * float(author)
-                             + WEIGHTS["shape"] * _shape(p, s.text, m, question_numbers))
+                             + WEIGHTS["shape"] * _shape(p, s.text, m, question_numbers)
+                             + WEIGHTS["focus"] * _focus_share(p, words[i]))
     meaning = np.zeros_like(lexical)
     if sentences:
-        order = np.argsort(-lexical.max(axis=1))[:MAX_EMBEDDED]
+        # the best of each part by words, so a later part's few candidates are not crowded out
+        each = max(1, MAX_EMBEDDED // len(parts))
+        order = np.array(list(dict.fromkeys(
+            int(i) for j in range(len(parts)) for i in np.argsort(-lexical[:, j])[:each])))
         queries = [" ".join(x for x in (question.context, p.text) if x) for p in parts]
         texts = [*queries, *(sentences[i].text[:EMBEDDED_CHARS] for i in order)]
         vectors = await embed_sentences(texts, embed, checkpoint)
