@@ -42,6 +42,8 @@ __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches",
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
 WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "author": 0.12,
            "shape": 0.08, "focus": 0.10}
+#: Words from which a sentence said again word for word by a later message is a repetition.
+REPEAT_WORDS = 6
 #: Factor of a part's focus words (``Part.focus``) among its terms.
 FOCUS_WEIGHT = 2.0
 #: Sentences embedded per question: the best by words, subject and search rank. The model is the
@@ -180,10 +182,14 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
     sentences: list[Sentence] = []
     for m in kept:  # oldest first: a sentence repeated later counts for the first to say it
         for s in sentences_of(m):
-            key = " ".join(fold(s.text).split())
-            if key in seen or not content_words(s.text):
+            if not content_words(s.text):
                 continue
-            seen.add(key)
+            key = " ".join(fold(s.text).split())
+            # a short formula ("Applied, thanks.") is said anew each time, not repeated
+            if len(key.split()) >= REPEAT_WORDS:
+                if key in seen:
+                    continue
+                seen.add(key)
             sentences.append(s)
     words = [set(content_words(s.text)) for s in sentences]
     subjects = {m.id: set(content_words(m.subject)) for m in kept}
