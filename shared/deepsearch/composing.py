@@ -6,7 +6,8 @@ calibrated on the QA kit's dev set only, see ``bench/deep_search.py``). A later 
 followed the first: it takes no message older than the first part's, and prefers a reply to an
 earlier part's message (:data:`RELATION_BONUS`), since "…, and did Suresh agree?" is answered by
 the reply; a later "who …" part ("and who convinced him?") prefers the message an earlier one
-replied to instead, and may be older. A part about a person ("did Kumar Gala
+replied to instead, and may be older. A part that asks for the outcome ("did Howells end up
+agreeing") favours the latest of its best candidates (:data:`FINAL_BONUS`). A part about a person ("did Kumar Gala
 apply …") takes only a sentence that person wrote, or one that names them. When the first part
 has no sentence, there is no answer: the question is ``insufficient_evidence``. A sentence by
 someone the part excludes ("apart from Alex, who …") is never chosen for it, nor, for "which X"
@@ -41,10 +42,15 @@ ANSWER_THRESHOLD = 0.45
 FOLLOW_THRESHOLD = 0.50
 #: Added for a later part to the message replying to, or replied to by, an earlier part's.
 RELATION_BONUS = 0.20
+#: Most added, for a part asking for the outcome (``Part.final``), to the latest of its best
+#: candidates' messages (by date rank among them).
+FINAL_BONUS = 0.10
 #: Quotes shorter than this many characters are extended by the next sentence.
 SHORT_QUOTE = 40
 #: Candidates of each part looked at.
 _DEPTH = 40
+#: Best candidates among which the latest is favoured for an outcome part.
+_FINAL_DEPTH = 10
 
 
 class Choice(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,13 +128,17 @@ def choose(question: Question, ranking: Ranking, *, answer_threshold: float = AN
     used: set[tuple[str, int]] = set()
     for j, part in enumerate(question.parts):
         best: Choice | None = None
-        for candidate in ranking.by_part[j][:_DEPTH]:
+        pool = ranking.by_part[j][:_DEPTH]
+        dates = sorted({c.message.date for c in pool[:_FINAL_DEPTH]})
+        for candidate in pool:
             key = (candidate.message.id, candidate.sentence.index)
             if key in used or not _about(part, candidate) or not _in_order(
                     part, candidate.message, chosen):
                 continue
             score = candidate.scores[j] + (RELATION_BONUS if _related(part, candidate.message,
                                                                       chosen) else 0.0)
+            if part.final and len(dates) > 1 and candidate.message.date in dates:
+                score += FINAL_BONUS * dates.index(candidate.message.date) / (len(dates) - 1)
             if best is None or score > best.score:
                 best = Choice(part=part, candidate=candidate, score=round(score, 4), quote="")
         threshold = answer_threshold if j == 0 else follow_threshold

@@ -91,6 +91,9 @@ class Part(msgspec.Struct, frozen=True, kw_only=True):
     #: For a "which X" part, the stems of X when it names a class the answer belongs to
     #: ("which Kconfig switch", "which Debian release"); the answer's sentence must hold one.
     head: tuple[str, ...] = ()
+    #: The part asks for the outcome ("did Howells end up agreeing", "eventually", "finally"):
+    #: the latest of equally good answers is the one.
+    final: bool = False
 
 
 class Question(msgspec.Struct, frozen=True, kw_only=True):
@@ -256,6 +259,8 @@ def _focus(part: str, kind: Kind) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for f in focus if len(f) > 1))
 
 
+_FINAL = re.compile(r"\b(?:end(?:ed)? up|eventually|finally|in the end|at last|ultimately)\b",
+                    re.IGNORECASE)
 #: Heads of "which X" that name no class of answers ("which one").
 _GENERIC_HEADS = frozenset({"one", "ones", "way", "kind", "thing", "part", "type", "time"})
 
@@ -301,7 +306,8 @@ def analyse(question: str) -> Question:
             focus = _focus(piece, kind)
             head = _head(piece) if kind == "which" else ()
             parts.append(Part(text=piece, kind=kind, actors=actors, owners=owners,
-                              excluded=tuple(dict.fromkeys(excluded)), focus=focus, head=head))
+                              excluded=tuple(dict.fromkeys(excluded)), focus=focus, head=head,
+                              final=_FINAL.search(piece) is not None))
             seen = f"{seen} {piece}"
     quoted = [a or b for a, b in _QUOTED.findall(text)]
     identifiers = []
