@@ -7,7 +7,8 @@ followed the first: it takes no message older than the first part's, and prefers
 earlier part's message (:data:`RELATION_BONUS`), since "…, and did Suresh agree?" is answered by
 the reply; a later "who …" part ("and who convinced him?") prefers the message an earlier one
 replied to instead, and may be older. A part that asks for the outcome ("did Howells end up
-agreeing") favours the latest of its best candidates (:data:`FINAL_BONUS`). A part about a person ("did Kumar Gala
+agreeing") favours the latest of its best candidates (:data:`FINAL_BONUS`), and a "when" part the
+earliest (a series is sent when its first message is). A part about a person ("did Kumar Gala
 apply …") takes only a sentence that person wrote, or one that names them. When the first part
 has no sentence, there is no answer: the question is ``insufficient_evidence``. A sentence by
 someone the part excludes ("apart from Alex, who …") is never chosen for it, nor, for "which X"
@@ -137,8 +138,12 @@ def choose(question: Question, ranking: Ranking, *, answer_threshold: float = AN
                 continue
             score = candidate.scores[j] + (RELATION_BONUS if _related(part, candidate.message,
                                                                       chosen) else 0.0)
-            if part.final and len(dates) > 1 and candidate.message.date in dates:
-                score += FINAL_BONUS * dates.index(candidate.message.date) / (len(dates) - 1)
+            if len(dates) > 1 and candidate.message.date in dates:
+                rank = dates.index(candidate.message.date) / (len(dates) - 1)
+                if part.final:
+                    score += FINAL_BONUS * rank
+                elif part.kind == "when":  # when something was done: when it was first done
+                    score += FINAL_BONUS * (1 - rank)
             if best is None or score > best.score:
                 best = Choice(part=part, candidate=candidate, score=round(score, 4), quote="")
         threshold = answer_threshold if j == 0 else follow_threshold

@@ -15,7 +15,8 @@ A sentence's score for a part blends (weights in :data:`WEIGHTS`):
 - ``author``: the message is from a person the part is about ("did Ingo suggest");
 - ``shape``: a how-many part wants a number the question does not hold, best right before the
   unit asked about ("4604 lines"); a who part likes a sentence that names someone other than its
-  sender, or an ``Acked-by:``-style trailer.
+  sender, or an ``Acked-by:``-style trailer; a part asking what someone proposed likes a
+  sentence written as a proposal ("Would a tuple … be a better choice?").
 
 Which parts follow an earlier part ("…, and who convinced him?") is settled when composing: the
 relation to the earlier part's message is added there.
@@ -123,11 +124,21 @@ def _part_terms(question: Question, part: Part, idf: dict[str, float], names: se
     return terms
 
 
+#: Stems of asking for a proposal ("what did he propose instead", "which switch did Ingo suggest").
+_PROPOSING = frozenset({"propos", "suggest", "recommend", "advis"})
+#: How proposals are written: "Would a tuple … be a better choice?", "Shouldn't it be …
+#: instead?", "Cannot we use …", "How about …", "I'd suggest …".
+_PROPOSAL = re.compile(r"^(?:would|could|shouldn'?t|should|cannot|can'?t|can|why not|how about|"
+                       r"what about|maybe|perhaps)\b.*\?$|\b(?:instead|better|suggest|propose|"
+                       r"i'd rather|i would rather|how about)\b", re.IGNORECASE)
 _CAPITALIZED_PAIR = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+\s+[A-Z][a-z]+\b")
 _ACK_TRAILER = re.compile(r"^\s*(?:Acked|Reviewed|Tested|Reported)-by:", re.IGNORECASE)
 
 
-def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: set[str]) -> float:
+def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: set[str],
+           proposing: bool) -> float:
+    if proposing and part.kind in ("what", "which") and _PROPOSAL.search(sentence):
+        return 2.0  # the form of the answer itself, a stronger cue than a number or a name
     if part.kind == "how_many":
         tokens = re.findall(r"[\w,]+", sentence)
         near_unit = any(_NUMBER.fullmatch(t) and t.replace(",", "") not in question_numbers
@@ -198,17 +209,20 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
     parts = question.parts
     terms = [_part_terms(question, p, idf, names) for p in parts]
     question_numbers = {n.replace(",", "") for n in _NUMBER.findall(question.text)}
+    proposing = [bool(_PROPOSING & set(content_words(f"{question.context} {p.text}")))
+                 for p in parts]
     lexical = np.zeros((len(sentences), len(parts)))
     for i, s in enumerate(sentences):
         m = by_id[s.message_id]
         for j, p in enumerate(parts):
-            author = any(author_matches(a, m) for a in p.actors) or any(
+            author = any(author_matches(a, m) for a in (*p.actors, *p.about)) or any(
                 author_matches(o, m) for o in p.owners) * 0.5
             lexical[i, j] = (WEIGHTS["words"] * _share(terms[j], words[i] | subjects[m.id])
                              + WEIGHTS["subject"] * _share(terms[j], subjects[m.id])
                              + WEIGHTS["search"] * search_rank.get(m.id, 0.0)
                              + WEIGHTS["author"] * float(author)
-                             + WEIGHTS["shape"] * _shape(p, s.text, m, question_numbers)
+                             + WEIGHTS["shape"] * _shape(p, s.text, m, question_numbers,
+                                                         proposing[j])
                              + WEIGHTS["focus"] * _focus_share(p, words[i]))
     meaning = np.zeros_like(lexical)
     if sentences:

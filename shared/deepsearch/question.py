@@ -91,6 +91,9 @@ class Part(msgspec.Struct, frozen=True, kw_only=True):
     #: For a "which X" part, the stems of X when it names a class the answer belongs to
     #: ("which Kconfig switch", "which Debian release"); the answer's sentence must hold one.
     head: tuple[str, ...] = ()
+    #: People a part says nothing of but the question's statements are about ("Nicolas
+    #: proposed a comparison. What was it?"): their mail is likelier, not required.
+    about: tuple[str, ...] = ()
     #: The part asks for the outcome ("did Howells end up agreeing", "eventually", "finally"):
     #: the latest of equally good answers is the one.
     final: bool = False
@@ -304,9 +307,14 @@ def analyse(question: str) -> Question:
             else:
                 actors, owners = _actors(piece, _names(seen))
             focus = _focus(piece, kind)
+            about: tuple[str, ...] = ()
+            if kind != "who" and not actors and not named and len(content_words(piece)) <= 1:
+                first = next((n.text for n in _names(context) if not n.possessive), None)
+                about = (first,) if first else ()
             head = _head(piece) if kind == "which" else ()
             parts.append(Part(text=piece, kind=kind, actors=actors, owners=owners,
                               excluded=tuple(dict.fromkeys(excluded)), focus=focus, head=head,
+                              about=about,
                               final=_FINAL.search(piece) is not None))
             seen = f"{seen} {piece}"
     quoted = [a or b for a, b in _QUOTED.findall(text)]
