@@ -91,7 +91,7 @@ class Part(msgspec.Struct, frozen=True, kw_only=True):
     #: For a "which X" part, the stems of X when it names a class the answer belongs to
     #: ("which Kconfig switch", "which Debian release"); the answer's sentence must hold one.
     head: tuple[str, ...] = ()
-    #: People a part says nothing of but the question's statements are about ("Nicolas
+    #: People a wh-part says nothing of but the question's statements are about ("Nicolas
     #: proposed a comparison. What was it?"): their mail is likelier, not required.
     about: tuple[str, ...] = ()
     #: The part asks for the outcome ("did Howells end up agreeing", "eventually", "finally"):
@@ -308,7 +308,10 @@ def analyse(question: str) -> Question:
                 actors, owners = _actors(piece, _names(seen))
             focus = _focus(piece, kind)
             about: tuple[str, ...] = ()
-            if kind != "who" and not actors and not named and len(content_words(piece)) <= 1:
+            # "What was it?" asks for what the statements' subject said; "Did it work?" asks
+            # how it turned out, which anyone may tell
+            if kind not in ("who", "yes_no") and not actors and not named \
+                    and len(content_words(piece)) <= 1:
                 first = next((n.text for n in _names(context) if not n.possessive), None)
                 about = (first,) if first else ()
             head = _head(piece) if kind == "which" else ()
