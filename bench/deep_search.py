@@ -2,8 +2,8 @@
 
     python -m bench.deep_search [--kit ../shared] [--database NAME] [--verbose]
 
-Creates a database on the PostgreSQL of ``--admin-dsn`` (or reuses ``--database``, importing
-only when it is empty), imports both kit mailboxes (``notmuch-lkml``, ``notmuch-default``) into
+Creates a database on the PostgreSQL of ``--admin-dsn`` and drops it at the end (or uses and
+keeps ``--database``, importing only when it has no identities), imports both kit mailboxes (``notmuch-lkml``, ``notmuch-default``) into
 one identity each with ``shared.mail.importer.import_paths`` (what ``pylota import`` runs),
 embeds them with the real ONNX model (``embed_pending`` with ``load_embedder("onnx", 2)``), then
 asks each item of ``qa/dev.jsonl`` of its mailbox through ``shared.deepsearch.deep_search`` with
@@ -135,6 +135,12 @@ async def _run(args: argparse.Namespace) -> None:
                     print(f"    {step.step} {step.action} {step.seconds:.2f}s {step.hits} {step.detail}")
     finally:
         await pool.close()
+        if not args.database:
+            admin = await asyncpg.connect(args.admin_dsn)
+            try:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{dsn.rsplit("/", 1)[1]}" WITH (FORCE)')
+            finally:
+                await admin.close()
     _report(rows)
 
 
