@@ -31,12 +31,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 import asyncpg
 import numpy as np
 
-from shared.deepsearch.backends import Backend, Draft
+from shared.deepsearch.backends import Backend, Draft, Support
 from shared.deepsearch.citations import Claim, check_claims
 from shared.deepsearch.evidence import rank_evidence
 from shared.deepsearch.planning import PlannedSearch, plan_searches
@@ -64,6 +65,7 @@ SEARCH_SHARE = 0.5
 _CONTACT_IDENTITIES = 10
 
 Progress = Callable[[int, int, str], Awaitable[None]]
+Action = Literal["search", "read", "answer"]
 Checkpoint = Callable[[], Awaitable[None]]
 
 
@@ -111,11 +113,10 @@ class _Run:
     def elapsed(self) -> float:
         return self.clock() - self.started
 
-    async def record(self, action: str, detail: str, hits: int, began: float, message: str
+    async def record(self, action: Action, detail: str, hits: int, began: float, message: str
                      ) -> None:
         self.step += 1
-        self.trace.append(TraceStep(step=self.step, action=action,  # type: ignore[arg-type]
-                                    detail=detail, hits=hits,
+        self.trace.append(TraceStep(step=self.step, action=action, detail=detail, hits=hits,
                                     seconds=round(max(0.0, self.clock() - began), 3)))
         await self.progress(self.step, self.request.max_steps, message)
 
@@ -155,7 +156,8 @@ async def deep_search(pool: asyncpg.Pool, engine: SemanticEngine, request: DeepS
         The agentic response (spec section 4.3).
 
     Raises:
-        Whatever ``checkpoint`` raises; ``PylotaError`` ``unavailable`` when storage is lost.
+        Whatever ``checkpoint`` raises, and storage errors as the search service and the store
+        raise them (asyncpg's; the job runner maps a lost connection to ``unavailable``).
     """
     run = _Run(request, progress, clock)
     question = analyse(request.question)
@@ -222,6 +224,9 @@ async def deep_search(pool: asyncpg.Pool, engine: SemanticEngine, request: DeepS
     await checkpoint()
     if not messages:
         return exhausted_or_insufficient(0)
+    if run.elapsed() >= request.max_seconds:
+        cut_short = True
+        return exhausted_or_insufficient(len(messages))
     best = fused[ordered[0]] if ordered else 1.0
     search_rank = {i: s / best for i, s in fused.items()}
     draft = await _draft(question, messages, search_rank, engine, backend, request.time_zone,
@@ -236,9 +241,10 @@ async def deep_search(pool: asyncpg.Pool, engine: SemanticEngine, request: DeepS
     evidence: list[Evidence] = []
     for claim in kept:
         for message_id in claim.cites:
-            support = draft.support.get(message_id)
-            if support is None or any(e.message_id == message_id for e in evidence):
+            if any(e.message_id == message_id for e in evidence):
                 continue
+            support = draft.support.get(message_id) or Support(
+                quote=" ".join(by_id[message_id].own_text.split()), why="cited")
             evidence.append(Evidence(message_id=message_id, thread_id=by_id[message_id].thread_id,
                                      quote=support.quote[:MAX_QUOTE_CHARS], why=support.why))
     return DeepSearchResult(
