@@ -39,7 +39,7 @@ import numpy as np
 
 from shared.deepsearch.backends import Backend, Draft, Support
 from shared.deepsearch.citations import Claim, check_claims
-from shared.deepsearch.evidence import rank_evidence
+from shared.deepsearch.evidence import Ranking, rank_evidence
 from shared.deepsearch.planning import PlannedSearch, plan_searches
 from shared.deepsearch.question import Question, analyse, fold
 from shared.deepsearch.reading import ReadMessage, read_messages
@@ -229,11 +229,13 @@ async def deep_search(pool: asyncpg.Pool, engine: SemanticEngine, request: DeepS
         return exhausted_or_insufficient(len(messages))
     best = fused[ordered[0]] if ordered else 1.0
     search_rank = {i: s / best for i, s in fused.items()}
-    draft = await _draft(question, messages, search_rank, engine, backend, request.time_zone,
-                         checkpoint)
-    kept, removed = check_claims(draft.claims, {m.id: m for m in messages}, request.time_zone)
+    ranking, draft = await _draft(question, messages, search_rank, engine, backend,
+                                  request.time_zone, checkpoint)
+    kept, removed = check_claims(draft.claims, ranking.messages, request.time_zone)
+    refused = (f"; {ranking.refused} messages not read as evidence: they give instructions to "
+               "the reader" if ranking.refused else "")
     await run.record("answer", f"{len(kept)} sentences kept, {len(removed)} removed by the "
-                               "citation check", len(kept), began,
+                               f"citation check{refused}", len(kept), began,
                      f"answer: {len(kept)} cited sentences")
     if not kept:
         return exhausted_or_insufficient(len(messages), draft.model_tokens)
@@ -256,7 +258,7 @@ async def deep_search(pool: asyncpg.Pool, engine: SemanticEngine, request: DeepS
 
 async def _draft(question: Question, messages: list[ReadMessage], search_rank: dict[str, float],
                  engine: SemanticEngine, backend: Backend, time_zone: str,
-                 checkpoint: Checkpoint) -> Draft:
+                 checkpoint: Checkpoint) -> tuple[Ranking, Draft]:
     embedder = engine.embedder
 
     async def embed(texts: Sequence[str]) -> np.ndarray:
@@ -265,4 +267,4 @@ async def _draft(question: Question, messages: list[ReadMessage], search_rank: d
         return await asyncio.to_thread(embedder.embed, list(texts))
 
     ranking = await rank_evidence(question, messages, search_rank, embed, checkpoint)
-    return await backend.compose(question, ranking, time_zone=time_zone)
+    return ranking, await backend.compose(question, ranking, time_zone=time_zone)

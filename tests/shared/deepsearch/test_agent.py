@@ -73,6 +73,7 @@ async def test_mail_that_gives_instructions_is_not_evidence(box: Mailbox, pool: 
     assert HIJACK not in result.answer
     assert box.ids["inject"] not in {e.message_id for e in result.evidence}
     assert box.ids["inject"] not in result.answer
+    assert "1 messages not read as evidence: they give instructions" in result.trace[-1].detail
 
 
 async def test_unanswerable_question_is_insufficient_and_the_trace_shows_the_searches(
