@@ -7,7 +7,8 @@ and a mode, run by the same search service ``mail_search`` uses:
 1. the topic in ``hybrid`` mode: identifiers and quoted phrases as phrases, plus the question's
    other content words (keyword matching finds exact terms, meaning covers the rest);
 2. per person a part is about (its actor, when the mailbox knows them), ``from:"Name"`` with the
-   part's words: what that person wrote about it;
+   part's words: what that person wrote about it; per address the question holds, ``from:``
+   it with the topic; per ISO date, ``after:``/``before:`` that day with the topic;
 3. the whole question's words in ``semantic`` mode (the gist, for paraphrased questions);
 4. per person whose thing it is ("Leo Li's patches"), ``from:"Name"`` with the topic;
 5. the identifiers alone in ``keyword`` mode, OR-ed.
@@ -19,6 +20,7 @@ plans two searches. Pure: no I/O.
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 from typing import Literal
 
 import msgspec
@@ -73,7 +75,10 @@ def plan_searches(question: Question, people: dict[str, str]) -> list[PlannedSea
     name_words = {fold(w) for n in question.names for w in n.text.split()}
     exact = [*question.identifiers, *question.phrases]
     exact_words = {fold(w) for e in exact for w in re.findall(r"\w+", e)}
-    words = [w for w in _plain_words(question.text, name_words) if fold(w) not in exact_words]
+    prose = question.text
+    for literal in (*question.addresses, *question.dates):  # searched with operators below
+        prose = prose.replace(literal, " ")
+    words = [w for w in _plain_words(prose, name_words) if fold(w) not in exact_words]
     plans: list[PlannedSearch] = []
     topic = [_quoted(e) if re.search(r"[^\w]", e) else e for e in exact[:3]]
     topic += words[: max(2, MAX_TOPIC_WORDS - len(topic))]
@@ -86,7 +91,17 @@ def plan_searches(question: Question, people: dict[str, str]) -> list[PlannedSea
         terms = [*topic[:2], *own[:4]] if len(own) < 3 else own[:5]
         plans.append(PlannedSearch(q=f"from:{_quoted(actor)} " + " ".join(dict.fromkeys(terms)),
                                    mode="hybrid", purpose=f"what {people[actor]} wrote"))
-    everything = _plain_words(question.text, set())[:MAX_SEMANTIC_WORDS]
+    for address in question.addresses[:2]:
+        plans.append(PlannedSearch(q=f"from:{address} " + " ".join(topic[:4]), mode="hybrid",
+                                   purpose=f"what {address} wrote"))
+    for day in question.dates[:1]:
+        try:
+            following = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+        except ValueError:  # 2009-13-45 looks like a date and is none
+            continue
+        plans.append(PlannedSearch(q=f"after:{day} before:{following} " + " ".join(topic[:4]),
+                                   mode="hybrid", purpose=f"mail of {day}"))
+    everything = _plain_words(prose, set())[:MAX_SEMANTIC_WORDS]
     if everything:
         plans.append(PlannedSearch(q=" ".join(everything), mode="semantic",
                                    purpose="the question's meaning"))

@@ -322,7 +322,7 @@ def analyse(question: str) -> Question:
             seen = f"{seen} {piece}"
     quoted = [a or b for a, b in _QUOTED.findall(text)]
     identifiers = []
-    for match in _IDENTIFIER.finditer(text):
+    for match in _IDENTIFIER.finditer(_ADDRESS.sub(" ", text)):  # an address is not code
         token = match.group(0).rstrip(".,;:")
         if token.endswith("()"):
             token = token[:-2]
