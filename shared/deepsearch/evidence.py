@@ -12,7 +12,9 @@ A sentence's score for a part blends (weights in :data:`WEIGHTS`):
 - ``search``: how high search ranked the message (reciprocal-rank fusion over every search);
 - ``focus``: the share of the part's focus words (what is asked: "acked", "how many error
   lines") in the sentence itself;
-- ``author``: the message is from a person the part is about ("did Ingo suggest");
+- ``author``: the message is from a person the part is about ("did Ingo suggest"; for "What was
+  it?", the person the question's statements are about), half for whose thing it is
+  ("Ingmar's patch");
 - ``shape``: a how-many part wants a number the question does not hold, best right before the
   unit asked about ("4604 lines"); a who part likes a sentence that names someone other than its
   sender, or an ``Acked-by:``-style trailer; a part asking what someone proposed likes a
@@ -38,7 +40,8 @@ from shared.deepsearch.instructions import addresses_the_reader
 from shared.deepsearch.question import Part, Question, content_words, fold, stem
 from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
 
-__all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "MAX_EMBEDDED"]
+__all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "embed_sentences",
+           "MAX_EMBEDDED"]
 
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
 WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "author": 0.12,
@@ -47,7 +50,7 @@ WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "aut
 REPEAT_WORDS = 6
 #: Factor of a part's focus words (``Part.focus``) among its terms.
 FOCUS_WEIGHT = 2.0
-#: Sentences embedded per question: the best by words, subject and search rank. The model is the
+#: Sentences embedded per question: the best of each part by the other scores. The model is the
 #: slow part: a batch costs its longest text times its size, so texts are cut to
 #: :data:`EMBEDDED_CHARS` and batched by length (:func:`embed_sentences`).
 MAX_EMBEDDED = 32
