@@ -108,6 +108,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_smtp_listen_port: int = 2525
     #: Largest message the listener accepts, in bytes (SIZE, RFC 1870; 552 over it).
     pm_smtp_max_message_bytes: int = 26_214_400
+    #: Base URL of an OpenAI-compatible chat endpoint for mail_deep_search answers (ending
+    #: before /chat/completions); empty uses the built-in backend.
+    pm_llm_base_url: str = ""
+    #: Model name sent to that endpoint.
+    pm_llm_model: str = ""
+    #: Bearer key for that endpoint (never logged); empty sends none.
+    pm_llm_api_key: str = ""
+    #: Seconds to wait for that endpoint (connect, and each read) before the built-in answer.
+    pm_llm_timeout_seconds: float = 4.0
     #: Secret that encrypts the signing keys at rest (shared/signing/keys.py), at least
     #: MIN_SIGNING_SECRET_LENGTH characters; unset, the signing tools answer ``unavailable``.
     pm_signing_secret: str = ""

@@ -1,0 +1,86 @@
+"""Reading and the built-in composer (``shared.deepsearch.reading``, ``composing``): pure, on
+hand-made messages and rankings."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from shared.deepsearch.composing import choose, claim_for
+from shared.deepsearch.evidence import Candidate, Ranking
+from shared.deepsearch.question import analyse
+from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
+
+START = datetime(2010, 6, 22, 21, 0, tzinfo=timezone.utc)
+
+
+def message(n: int, sender: str, text: str, *, reply_to: str | None = None,
+            hours: int = 0) -> ReadMessage:
+    return ReadMessage(id=f"msg_{n:026d}", thread_id="thr_" + "1" * 26,
+                       rfc_message_id=f"m{n}@example.org",
+                       in_reply_to=(reply_to,) if reply_to else (), subject="cache index keys",
+                       from_name=sender, from_address=f"{sender.split()[0].lower()}@example.org",
+                       date=START + timedelta(hours=hours), own_text=text)
+
+
+def ranking(parts: list[list[tuple[ReadMessage, float]]]) -> Ranking:
+    """Candidates (each message's first sentence) with the given score for each part."""
+    messages = {m.id: m for part in parts for m, _ in part}
+    by_part = []
+    for j, part in enumerate(parts):
+        by_part.append(tuple(Candidate(
+            sentence=Sentence(message_id=m.id, index=0, text=sentences_of(m)[0].text),
+            message=m, scores=tuple(score if k == j else 0.0 for k in range(len(parts))))
+            for m, score in sorted(part, key=lambda x: -x[1])))
+    return Ranking(by_part=tuple(by_part), messages=messages, refused=0)
+
+
+def test_patches_keep_description_notes_and_diffstat_summary_only() -> None:
+    m = message(1, "Jan Janak", "Do not use -C with install. Older versions fail.\n\n"
+                "Signed-off-by: Jan Janak <jan@example.org>\n---\n Compile tested.\n\n"
+                " Makefile.local |    8 ++++----\n 1 files changed, 4 insertions(+), 4 deletions(-)\n\n"
+                "diff --git a/Makefile.local b/Makefile.local\n+install -d $$d\n")
+    assert [s.text for s in sentences_of(m)] == [
+        "Do not use -C with install.", "Older versions fail.",
+        "Signed-off-by: Jan Janak <jan@example.org>", "Compile tested.",
+        "1 files changed, 4 insertions(+), 4 deletions(-)"]
+
+
+def test_header_lines_of_a_quoted_message_are_not_sentences() -> None:
+    m = message(1, "David Miller", "From: Joe Perches <joe@perches.com>\n"
+                "Date: Sun, 14 Nov 2010 19:04:58 -0800\n\nApplied.")
+    assert [s.text for s in sentences_of(m)] == ["Applied."]
+
+
+def test_a_follow_up_is_answered_by_the_reply_not_by_older_mail() -> None:
+    q = analyse("Jeff didn't like the hostname key. What did he propose instead, and did "
+                "Suresh agree to change it?")
+    patch = message(1, "Suresh Jayaraman", "Currently, the server objects are keyed by hostname.")
+    review = message(2, "Jeff Layton", "Would a tuple of address/family/port be better?",
+                     reply_to="m1@example.org", hours=1)
+    # the archive rewrote the id the reply names
+    reply = message(3, "Suresh Jayaraman", "Good point. I'll fix it up when I do a respin.",
+                    reply_to="m2-4QP7MXygkU+dMjc06nkz3ljfA9RmPOcC@public.gmane.org", hours=2)
+    chosen = choose(q, ranking([[(review, 0.6), (patch, 0.5)],
+                                [(patch, 0.7), (reply, 0.45)]]))
+    assert [c.candidate.message.id for c in chosen] == [review.id, reply.id]
+    assert chosen[1].quote == "Good point. I'll fix it up when I do a respin."
+    claim = claim_for(chosen[1], "UTC")
+    assert claim.text == ("Suresh Jayaraman wrote on 22 June 2010: “Good point. I'll fix it up "
+                          "when I do a respin.”") and claim.cites == (reply.id,)
+
+
+def test_no_first_part_no_answer() -> None:
+    q = analyse("What did Carl think of the patch?")
+    other = message(1, "Stewart Smith", "Reading in inode order saves seeks.")
+    assert choose(q, ranking([[(other, 0.9)]])) == []  # the part is about Carl
+
+
+def test_excluded_people_and_which_classes_are_never_the_answer() -> None:
+    alex = message(1, "Alex Botero-Lowry", "I reported the infinite loop.")
+    carl = message(2, "Carl Worth", "Priit Laes reported the same thing in IRC.", hours=1)
+    q = analyse("Apart from Alex, who else had reported the loop?")
+    assert [c.candidate.message.id for c in choose(q, ranking([[(alex, 0.9), (carl, 0.6)]]))] \
+        == [carl.id]
+    q = analyse("Which commit did the developers identify as the cause?")
+    report = message(3, "Justin Mattock", "My bluetooth is not functioning with rc4.")
+    assert choose(q, ranking([[(report, 0.9)]])) == []
