@@ -70,8 +70,7 @@ async def _prepare(admin_dsn: str, database: str | None, kit: Path) -> tuple[str
             for box in MAILBOXES:
                 identity = await create_identity(conn, tenant.id, f"{box}@qa.example")
                 summary = await import_paths(conn, None, identity.id,
-                                             [kit / "corpus/mailboxes" / box / "maildir"],
-                                             progress=False)
+                                             [kit / "corpus/mailboxes" / box / "maildir"])
                 print(f"imported {box}: {summary.imported} messages, "
                       f"{summary.duplicates} duplicates, {len(summary.failed)} failed")
                 boxes[box] = identity.id
