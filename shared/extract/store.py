@@ -16,9 +16,7 @@ so a file that kills its worker cannot stall the queue. A result is stored only 
 that is still the latest (``attempts`` matches).
 
 The attachments themselves are read through ``shared.mail.store`` (``attachment_file``,
-``attachment_identities``, ``message_attachment_ids``). :func:`queue_missing` alone reads the
-``attachments`` and ``messages`` tables of ``shared.mail.store`` directly, in one
-``INSERT … SELECT``, to queue a whole mailbox without moving its ids through Python.
+``attachment_identities``, ``message_attachment_ids``, ``all_attachment_ids``).
 """
 
 from __future__ import annotations
@@ -34,7 +32,8 @@ from shared.extract.limits import DEFAULT_LIMITS, MAX_ATTEMPTS, Limits
 from shared.extract.outcome import Outcome, Reason, TextStatus
 from shared.extract.sandbox import extract
 from shared.logs import get_logger
-from shared.mail.store import attachment_file, attachment_identities, message_attachment_ids
+from shared.mail.store import (all_attachment_ids, attachment_file, attachment_identities,
+                               message_attachment_ids)
 
 __all__ = ["SEARCH_CHARS", "PageText", "AttachmentText", "queue", "queue_missing",
            "text_statuses", "extract_pending", "attachment_text", "page_range"]
@@ -90,13 +89,7 @@ async def queue(conn: asyncpg.Connection, attachment_ids: list[str]) -> int:
 async def queue_missing(conn: asyncpg.Connection, identity_id: str | None = None) -> int:
     """Queue every attachment (of ``identity_id``, or of all) that has no row yet, for mail
     stored before attachment text existed. Returns how many were queued."""
-    status = await conn.execute(
-        """INSERT INTO attachment_texts (attachment_id, identity_id)
-           SELECT a.id, m.identity_id FROM attachments a JOIN messages m ON m.id = a.message_id
-           WHERE ($1::text IS NULL OR m.identity_id = $1)
-             AND NOT EXISTS (SELECT 1 FROM attachment_texts t WHERE t.attachment_id = a.id)
-           ON CONFLICT DO NOTHING""", identity_id)
-    return int(status.rsplit(" ", 1)[-1])
+    return await queue(conn, await all_attachment_ids(conn, identity_id))
 
 
 async def text_statuses(conn: asyncpg.Connection, attachment_ids: list[str]

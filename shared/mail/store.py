@@ -43,7 +43,7 @@ __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "threa
            "messages_by_ids", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
-           "message_attachment_ids", "raw_of", "set_status", "set_labels"]
+           "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -479,6 +479,15 @@ async def attachment_identities(conn: asyncpg.Connection, attachment_ids: list[s
         "SELECT a.id, m.identity_id FROM attachments a JOIN messages m ON m.id = a.message_id"
         " WHERE a.id = any($1::text[])", attachment_ids)
     return {r["id"]: r["identity_id"] for r in rows}
+
+
+async def all_attachment_ids(conn: asyncpg.Connection, identity_id: str | None) -> list[str]:
+    """Every attachment id of ``identity_id`` (or of every identity), oldest message first."""
+    rows = await conn.fetch(
+        "SELECT a.id FROM attachments a JOIN messages m ON m.id = a.message_id"
+        " WHERE $1::text IS NULL OR m.identity_id = $1 ORDER BY a.message_id, a.part_index",
+        identity_id)
+    return [r["id"] for r in rows]
 
 
 async def message_attachment_ids(conn: asyncpg.Connection, identity_id: str, message_id: str
