@@ -25,7 +25,10 @@ from shared.outbound.outbox import delivery_of
 from shared.outbound.send import reply_message, send_message
 from shared.outbound.suppression import suppressed
 from shared.tenancy.store import create_identity, create_tenant
-from shared.tools.wait import WaitArgs, WaitJob, wait_for
+from shared.control import UNSTOPPABLE
+from shared.events import NewMail, new_mail_channel
+from shared.mail.waiting import WaitRequest, filter_for, wait_for_message
+from shared.pubsub import Subscriptions
 from tests.conftest import settings_for
 from tests.shared.outbound.conftest import DkimKeys, Relay, make_dkim_keys, serving
 from tests.shared.outbound.test_dsn import dsn
@@ -117,21 +120,21 @@ def results_of(raw: bytes) -> list[str]:
 async def test_a_message_sent_with_smtplib_is_stored_and_mail_wait_returns_it(
         listener: Listener, redis: Redis, sender_keys: DkimKeys):
     signed = sender_keys.signer.sign(message())
-    job = WaitJob(identity_id=listener.desk.identity_id, args=msgspec.convert(
-        {"since": (datetime.now(UTC) - timedelta(seconds=1)).isoformat(),
-         "timeout_seconds": WAIT}, WaitArgs))
-
-    async def no_progress(elapsed: float, total: float) -> None:
-        return None
-
-    async def not_cancelled() -> bool:
-        return False
-
-    waiting = asyncio.create_task(wait_for(listener.pool, redis, job, heartbeat=5.0,
-                                           progress=no_progress, cancelled=not_cancelled))
-    async with asyncio.timeout(WAIT):
-        refused = await asyncio.to_thread(listener.send, signed, [DESK.upper()])
-        result = await waiting
+    request = WaitRequest(identity_id=listener.desk.identity_id,
+                          since=datetime.now(UTC) - timedelta(seconds=1), timeout_seconds=WAIT,
+                          wanted=filter_for("any", from_=None, subject_contains=None,
+                                            thread_id=None))
+    feed = Subscriptions(redis, new_mail_channel("*"),
+                         lambda raw: msgspec.json.decode(raw, type=NewMail))
+    await feed.start()
+    waiting = asyncio.create_task(wait_for_message(listener.pool, feed, request, UNSTOPPABLE,
+                                                   heartbeat=5.0))
+    try:
+        async with asyncio.timeout(WAIT):
+            refused = await asyncio.to_thread(listener.send, signed, [DESK.upper()])
+            result = await waiting
+    finally:
+        await feed.stop()
     assert refused == {}
     assert result is not None and result.message is not None and not result.timed_out
     assert result.message.subject == "Hello" and result.message.direction == "inbound"

@@ -14,7 +14,7 @@ from shared.events import (JOB_EMBED, JOB_MAIL_WAIT, JobEvent, cancel_key, job_c
                            new_mail_channel, queue_name, workers_key)
 from shared.jobs import DEADLINE_GRACE_SECONDS, JOBS, JobEnv, JobSpec
 from shared.pubsub import Subscriptions
-from tests.conftest import database, settings_for
+from tests.conftest import NAMESPACE, database, settings_for
 from workers.process import drain_job_id
 from workers.runner import JobControl, _call_job, functions
 
@@ -123,3 +123,37 @@ async def test_a_cancelled_job_stops_at_its_checkpoint_and_publishes_nothing_mor
     assert [e.kind for e in events] == ["started", "progress"]
     with pytest.raises(Stopped):
         await JobControl(env, job_id, 5).checkpoint()
+
+
+async def test_drain_ticks_never_pile_up_behind_a_busy_worker(db_url, redis):
+    """Two batch processes tick every second while no worker takes the job (a long run holds
+    the only slot): one drain job waits in the queue, not one per tick (issue 8: 207 did)."""
+    from workers.process import _tick
+
+    settings = settings_for(db_url, pm_namespace=f"{NAMESPACE}-ticks", pm_embed_poll_seconds=1)
+    queue = queue_name(settings.pm_namespace, "batch")
+    tickers = [asyncio.create_task(_tick(redis, settings)) for _ in range(2)]
+    try:
+        await asyncio.sleep(3.5)
+    finally:
+        for ticker in tickers:
+            ticker.cancel()
+        await asyncio.gather(*tickers, return_exceptions=True)
+    try:
+        assert await redis.zcard(queue) == len([j for j in JOBS if j.queue == "batch"])
+    finally:
+        for job in JOBS:
+            await redis.delete(f"arq:job:{drain_job_id(settings.pm_namespace, job.name)}")
+        await redis.delete(queue)
+
+
+async def test_a_worker_stopped_during_start_up_shuts_down_cleanly(db_url, redis):
+    """Stopped before it ever polled (the suite once failed on KeyError: 'pool' at shutdown)."""
+    from workers.process import serve
+
+    settings = settings_for(db_url, pm_namespace=f"{NAMESPACE}-early")
+    stop = asyncio.Event()
+    stop.set()
+    async with asyncio.timeout(15):
+        await serve(settings, "interactive", stop)
+    assert await redis.zcard(workers_key(settings.pm_namespace, "interactive")) == 0
