@@ -21,7 +21,8 @@ from typing import Any
 import jsonschema
 from referencing import Registry, Resource
 
-__all__ = ["KIT", "SKIP_REASON", "kit_available", "validate_definition", "validate_server_message"]
+__all__ = ["KIT", "SKIP_REASON", "kit_available", "validate_definition", "validate_server_message",
+           "check_if_kit"]
 
 KIT = Path(os.environ.get("PYLOTA_KIT", Path(__file__).resolve().parents[1].parent / "shared"))
 SKIP_REASON = f"MCP schemas not found under {KIT}/mcp/schema (set PYLOTA_KIT to the team kit)"
@@ -138,3 +139,15 @@ def _validator(revision: str, name: str, *pointer: str) -> jsonschema.protocols.
     registry: Registry[Any] = Registry().with_resource(uri, Resource.from_contents(schema))
     cls = jsonschema.validators.validator_for(schema)
     return cls({"$ref": "/".join((f"{uri}#", defs, name, *pointer))}, registry=registry)
+
+
+def check_if_kit(message: dict[str, Any], revision: str, *, method: str | None = None) -> None:
+    """:func:`validate_server_message` when the kit's schemas are there; nothing otherwise.
+
+    For tests whose subject is behaviour (a transport rule, a tool's answer): without the kit
+    they still run and assert that behaviour, only the extra schema check is left out. Tests
+    whose subject *is* the schema skip with :data:`SKIP_REASON` instead.
+    """
+    if kit_available(revision if revision in ("2026-07-28", "2025-11-25", "2025-06-18")
+                     else "2026-07-28"):
+        validate_server_message(message, revision, method=method)

@@ -19,7 +19,7 @@ from front.mcp.inbound import negotiate_legacy_version
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
 from shared.tenancy.store import create_identity, create_tenant
-from tests.mcp_schema import validate_server_message
+from tests.mcp_schema import check_if_kit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ class _Checked(httpx2.AsyncByteStream):
     def _check(self, raw: bytes) -> None:
         message = msgspec.json.decode(raw)
         try:
-            validate_server_message(message, self._revision,
+            check_if_kit(message, self._revision,
                                     method=self._method if "id" in message else None)
         except Exception as exc:  # collected, then asserted when the client closes
             self._errors.append(f"{self._revision} {self._method}: {exc}"[:2000])

@@ -29,9 +29,7 @@ from shared.tools.registry import READ_ONLY, TOOLS, ToolSpec
 from tests.conftest import REDIS_URL, running_front, running_worker, settings_for
 from tests.e2e.conformance.fixtures import NoArgs
 from tests.e2e.transport_kit import Wire, keyed_identity
-from tests.mcp_schema import SKIP_REASON, kit_available
 
-pytestmark = pytest.mark.skipif(not kit_available(), reason=SKIP_REASON)
 
 SECRET = "s3cr3t-planted-in-arguments"
 

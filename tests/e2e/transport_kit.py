@@ -26,7 +26,7 @@ from front.mcp.protocol import (
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
 from shared.tenancy.store import create_identity, create_tenant
-from tests.mcp_schema import validate_server_message
+from tests.mcp_schema import check_if_kit
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCEPT_BOTH = "application/json, text/event-stream"
@@ -170,6 +170,6 @@ class Wire:
         else:
             found = []
         for message in found:
-            validate_server_message(message, revision,
+            check_if_kit(message, revision,
                                     method=method if "id" in message else None)
         return found
