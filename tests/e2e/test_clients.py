@@ -22,7 +22,7 @@ from shared import guide
 from shared.tools.registry import TOOLS
 from tests.conftest import running_front, settings_for
 from tests.e2e.harness import sdk_client
-from tests.e2e.transport_kit import JS_SKIP_REASON, ROOT, js_tools, keyed_identity, run_node
+from tests.e2e.transport_kit import ROOT, keyed_identity, run_node
 
 ADDRESS = "clients@acme.example"
 PRODUCT_TOOLS = [t.name for t in TOOLS]
@@ -56,16 +56,11 @@ async def test_python_sdk_lists_tools_and_calls_one(served, mode, version):
     assert_lists_the_identity(result.structured_content, identity_id)
 
 
-needs_js = pytest.mark.skipif(js_tools() is None, reason=JS_SKIP_REASON)
-
-
-@needs_js
 @pytest.mark.parametrize(("mode", "version"), [("legacy", LEGACY_DEFAULT),
                                                ("auto", MODERN_VERSION),
                                                ("2026-07-28", MODERN_VERSION)])
-async def test_typescript_client_v2_lists_tools_and_calls_one(served, tmp_path, mode, version):
-    tools = js_tools()
-    assert tools is not None
+async def test_typescript_client_v2_lists_tools_and_calls_one(served, tmp_path, mode, version, js):
+    tools = js
     url, token, identity_id = served
     # Node resolves packages beside the script: give it the installed node_modules.
     (tmp_path / "node_modules").symlink_to(tools.root / "node_modules")
@@ -80,11 +75,9 @@ async def test_typescript_client_v2_lists_tools_and_calls_one(served, tmp_path, 
     assert_lists_the_identity(report["result"]["structuredContent"], identity_id)
 
 
-@needs_js
 @pytest.mark.parametrize("era", ["legacy", "modern"])
-async def test_inspector_cli_lists_tools_and_calls_one(served, era):
-    tools = js_tools()
-    assert tools is not None
+async def test_inspector_cli_lists_tools_and_calls_one(served, era, js):
+    tools = js
     url, token, identity_id = served
     cli = [str(tools.root / "node_modules/.bin/inspector"), "--cli", url, "--transport", "http",
            "--protocol-era", era, "--header", f"Authorization: Bearer {token}", "--format", "json"]

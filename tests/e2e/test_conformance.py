@@ -17,18 +17,16 @@ import pytest
 
 from tests.conftest import running_front, settings_for
 from tests.e2e.conformance import fixtures
-from tests.e2e.transport_kit import JS_SKIP_REASON, js_tools, keyed_identity, run_node
+from tests.e2e.transport_kit import keyed_identity, run_node
 
-pytestmark = [pytest.mark.conformance,
-              pytest.mark.skipif(js_tools() is None, reason=JS_SKIP_REASON)]
+pytestmark = pytest.mark.conformance
 
 HERE = Path(__file__).parent / "conformance"
 
 
 @pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
-async def test_official_conformance_suite_passes(revision: str, db_url: str, conn, tmp_path):
-    tools = js_tools()
-    assert tools is not None
+async def test_official_conformance_suite_passes(revision: str, db_url: str, conn, tmp_path, js):
+    tools = js
     *_, token = await keyed_identity(conn)
     # The suite sends a few hundred requests a run; RL_API has its own tests.
     settings = settings_for(db_url, pm_rl_api_per_minute=100_000)
