@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from shared.mail.ingest import ingest_raw
 from shared.mail.sources import iter_sources
+from shared.mail.trust import TrustPolicy
 
 __all__ = ["ImportSummary", "Report", "import_paths"]
 
@@ -40,12 +41,14 @@ class ImportSummary(msgspec.Struct, kw_only=True):
 
 async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                        paths: Iterable[Path], *, mboxrd: bool = True,
-                       progress: bool = True) -> ImportSummary:
+                       progress: bool = True,
+                       trust_policy: TrustPolicy = TrustPolicy()) -> ImportSummary:
     """Import every message under ``paths`` into ``identity_id``.
 
     Args:
         mboxrd: unescape ``>From `` lines in mbox bodies (mboxrd); False reads them as is.
         progress: show a progress bar on stderr.
+        trust_policy: what ingest believes and verifies (``shared.mail.trust``).
     """
     summary = ImportSummary()
     bar = tqdm(unit="msg", desc="importing", file=sys.stderr, disable=not progress,
@@ -60,7 +63,8 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
                 summary.failed.append(Report(item.origin, "empty message"))
                 continue
             try:
-                outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw)
+                outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw,
+                                                     trust_policy=trust_policy)
             except asyncpg.PostgresError as exc:
                 # The server refused this message in a way ingest does not foresee; the rest
                 # of the import goes on. A lost connection is not a PostgresError and stops it.

@@ -1,4 +1,5 @@
-"""One raw message in: parse, separate new text, store and thread, triage, index, announce.
+"""One raw message in: parse, separate new text, authenticate, store and thread, judge trust,
+triage, index, announce.
 
 Used by ``pylota import`` (and later by the SMTP listener and REST ingest). Parsing never raises,
 so a message that parses badly is stored as far as it parses (its raw bytes always) with its
@@ -17,6 +18,7 @@ from shared.mail.parse import parse_message, unparsed
 from shared.mail.quotes import new_text, snippet
 from shared.mail.store import StoreOutcome, insert_message
 from shared.mail.triage import input_of, save_triage, triage
+from shared.mail.trust import TrustPolicy, assess, authenticate
 from shared.search.indexing import index_message
 
 __all__ = ["ingest_raw"]
@@ -28,8 +30,13 @@ _REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
-                     raw: bytes) -> tuple[StoreOutcome, list[str]]:
+                     raw: bytes, *, trust_policy: TrustPolicy = TrustPolicy()
+                     ) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
+
+    ``trust_policy`` says which Authentication-Results to believe and how DKIM keys are looked
+    up (``shared.mail.trust``); the default believes none and verifies nothing, so every verdict
+    is ``none``. DKIM lookups happen before the message's transaction opens.
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -39,6 +46,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     fresh = new_text(parsed.text)
     defects = list(parsed.defects)
     status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) else "received"
+    sender = parsed.from_.address if parsed.from_ else None
+    auth = await authenticate(raw, parsed.headers, sender, trust_policy)
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:
@@ -55,13 +64,16 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
         if not outcome.duplicate:
             try:
                 async with conn.transaction():
-                    await save_triage(conn, identity_id,
-                                      [(outcome.message_id, triage(input_of(parsed, fresh)))])
+                    trust = await assess(conn, identity_id, outcome.message_id, auth,
+                                         parsed.from_.address if parsed.from_ else None,
+                                         outcome.date)
+                    await save_triage(conn, identity_id, [
+                        (outcome.message_id, triage(input_of(parsed, fresh, trust)))])
                     await index_message(conn, identity_id, outcome.message_id, parsed.subject,
                                         parsed.text)
             except Exception as exc:  # derived data must never cost the stored message
-                # Stored, not triaged or indexed: keyword search still finds it, references and
-                # category: do not until `pylota reindex`.
+                # Stored, not judged, triaged or indexed: keyword search still finds it;
+                # trust, references and category: wait for `pylota reindex`.
                 log.warning("not_indexed", identity_id=identity_id,
                             message_id=outcome.message_id, error=type(exc).__name__)
                 defects.append(f"not indexed: {type(exc).__name__}; run pylota reindex")

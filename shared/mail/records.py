@@ -7,6 +7,7 @@ These are the REST/MCP object shapes (spec section 4.3: "the Message object", "t
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -14,7 +15,10 @@ from shared.mail.model import Address
 from shared.mail.triage import Triage
 
 __all__ = ["AttachmentInfo", "FoundRef", "HeaderField", "MessageRecord", "ThreadRecord",
-           "ThreadSummary"]
+           "ThreadSummary", "Trust", "Verdict"]
+
+#: A trust verdict (``shared.mail.trust.VERDICTS`` says what each means).
+Verdict = Literal["pass", "fail", "none"]
 
 
 class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,14 +47,31 @@ class FoundRef(msgspec.Struct, frozen=True):
     value: str
 
 
+class Trust(msgspec.Struct, frozen=True, kw_only=True):
+    """A message's trust, as the Message object carries it (``shared.mail.trust`` computes it)."""
+
+    verdict: Annotated[Verdict, msgspec.Meta(description=(
+        "pass: the From domain is authenticated (DMARC, or aligned DKIM or SPF, passed); fail: "
+        "authentication failed; none: not checked, or nothing said about the From domain."))]
+    known_sender: Annotated[bool, msgspec.Meta(description=(
+        "This mailbox has written to the sender's address before (or the sender is the "
+        "mailbox itself)."))]
+    flags: Annotated[list[str], msgspec.Meta(description=(
+        "What to check before acting: dkim_fail, spf_fail, dmarc_fail, first_contact (never "
+        "in contact before), lookalike_domain (the sender's domain imitates the mailbox's "
+        "own domain or one it wrote to)."))]
+
+
 class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One stored message.
 
     ``text`` is the whole readable body and is returned only on request (``include_quoted``);
     ``new_text`` is the body without quoted history. ``date`` is the Date header in UTC, or the
-    time the message was received when the header is missing. ``triage`` is null for mail stored
-    before triage existed, until ``pylota reindex`` runs; ``refs`` are the references found in it
-    (``shared.tools.messages.annotate`` fills both). ``*_truncated`` flags appear when a budget
+    time the message was received when the header is missing. ``triage`` and ``trust`` are null
+    for mail stored before they existed, until ``pylota reindex`` runs; ``refs`` are the
+    references found in it (``shared.tools.messages.annotate`` fills triage and refs from
+    ``shared.mail.triage.triage_of`` and ``shared.search.refs``; trust comes from
+    ``shared.mail.trust.trust_of``). ``*_truncated`` flags appear when a budget
     cut the field (spec section 4.2).
     """
 
@@ -86,6 +107,7 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     headers_truncated: bool = False
     # No defaults, so both are always in the output (null and [] when empty).
     triage: Triage | None
+    trust: Trust | None
     refs: list[FoundRef]
 
 

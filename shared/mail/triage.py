@@ -42,11 +42,15 @@ import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import asyncpg
 import msgspec
 
 from shared.mail.model import ParsedMessage
+
+if TYPE_CHECKING:  # records imports this module for Triage
+    from shared.mail.records import Trust
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
            "FIELD_CHARS",
@@ -193,8 +197,9 @@ class Triage(msgspec.Struct, frozen=True, kw_only=True):
 @dataclass(frozen=True)
 class TriageInput:
     """What triage reads of a message: the subject, sender and Reply-To addr-specs, the header
-    fields as ``(name, value)`` pairs, the new text (or the whole text when it has none) and the
-    attachments as ``(filename, content_type)``."""
+    fields as ``(name, value)`` pairs, the new text (or the whole text when it has none), the
+    attachments as ``(filename, content_type)``, and its trust (``shared.mail.trust``; None when
+    not judged)."""
 
     subject: str
     from_address: str | None
@@ -203,16 +208,18 @@ class TriageInput:
     headers: Sequence[tuple[str, str]]
     text: str
     attachments: Sequence[tuple[str | None, str]]
+    trust: Trust | None = None
 
 
-def input_of(parsed: ParsedMessage, new_text: str) -> TriageInput:
-    """What triage reads of a freshly parsed message, ``new_text`` being its text without quotes."""
+def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -> TriageInput:
+    """What triage reads of a freshly parsed message, ``new_text`` being its text without quotes
+    and ``trust`` its trust."""
     return TriageInput(
         subject=parsed.subject, from_address=parsed.from_.address if parsed.from_ else None,
         from_name=parsed.from_.name if parsed.from_ else None,
         reply_to=[a.address for a in parsed.reply_to], headers=parsed.headers,
         text=new_text or parsed.text,
-        attachments=[(a.filename, a.content_type) for a in parsed.attachments])
+        attachments=[(a.filename, a.content_type) for a in parsed.attachments], trust=trust)
 
 
 def _header(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
