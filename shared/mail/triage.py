@@ -7,7 +7,10 @@ every time, so a search by ``category:`` never changes under an agent's feet. Wh
 holds is :data:`CATEGORIES`; how one is chosen, in order:
 
 1. ``spam`` when an upstream filter marked the message (``X-Spam-Flag: YES``, ``X-Spam-Status:
-   Yes``). Pylota Mail does not judge spam itself.
+   Yes``), or when its spam signals (``shared.mail.spam``: bulk and scam phrasing, bulk
+   senders' header habits, failed authentication, a lookalike domain) score at least
+   :data:`~shared.mail.spam.SPAM_SCORE`. Mail from a known sender (trust's ``known_sender``) is
+   spam only by an upstream mark.
 2. ``list`` for mailing-list discussion (a ``List-Post`` field, RFC 2369; ``X-Mailing-List`` or
    ``Mailing-List``, which vger and ezmlm add; ``Precedence: list``), unless its topic is
    unmistakable (:data:`STRONG_TOPIC`).
@@ -48,6 +51,7 @@ import asyncpg
 import msgspec
 
 from shared.mail.model import ParsedMessage
+from shared.mail.spam import SPAM_SCORE, spam_signals
 
 if TYPE_CHECKING:  # records imports this module for Triage
     from shared.mail.records import Trust
@@ -70,7 +74,7 @@ CATEGORIES: dict[str, str] = {
     "list": "mailing-list discussion",
     "newsletter": "bulk and marketing mail",
     "notification": "other automated mail: alerts, bounces, system notices",
-    "spam": "mail an upstream filter marked as spam",
+    "spam": "unsolicited bulk mail and scams: marked by an upstream filter, or by spam signals",
     "other": "none of the above",
 }
 
@@ -277,7 +281,9 @@ def triage(msg: TriageInput) -> Triage:
     msg = dataclasses.replace(msg, subject=msg.subject[:FIELD_CHARS],
                               from_name=(msg.from_name or "")[:FIELD_CHARS] or None)
     spam = any(v.startswith("yes") for v in _header(headers, "x-spam-flag")
-               + _header(headers, "x-spam-status"))
+               + _header(headers, "x-spam-status")) or sum(spam_signals(
+        subject=msg.subject, text=text, headers=headers, from_address=msg.from_address,
+        trust=msg.trust).values()) >= SPAM_SCORE
     listed = any(_header(headers, name) for name in _DISCUSSION_HEADERS) or (
         "list" in _header(headers, "precedence"))
     # A List-Id without List-Post is an announcement list: one sender, many readers.
