@@ -14,8 +14,11 @@ signal counts once, however often its words occur:
 - **shouting**: a subject or text written mostly in capitals, or three lines or more in capitals;
 - **habits of bulk senders**: a subject ending in a run of spaces and a tracking token, an
   ``ADV:`` subject or one that sells (money, "free", a percentage), undisclosed recipients,
-  top-priority flags, an HTML-only body, a Date no mailer writes (year 0102, zone -1900), links
-  to bare IP addresses, text padded with runs of empty lines or ending in a random tag;
+  top-priority flags, an HTML-only body (short ones more), a Date no mailer writes (year 0102,
+  zone -1900, or none), a Message-ID without ``@``, a Message-ID or X-Mailer of a mailer that
+  did not send it (Outlook's without the fields Outlook adds, random letters), mail addressed
+  to its own sender, links to bare IP addresses, text padded with runs of empty lines or ending
+  in a random tag;
 - **trust** (``shared.mail.trust``): a failed authentication verdict, a lookalike domain.
 
 Two signals count against spam: a reply (In-Reply-To or References), since bulk mail starts
@@ -42,7 +45,7 @@ if TYPE_CHECKING:  # records imports triage, which imports this module
     from shared.mail.records import Trust
 
 #: Score at which a message is spam.
-SPAM_SCORE = 4.0
+SPAM_SCORE = 3.0
 
 _I = re.IGNORECASE | re.DOTALL
 
@@ -60,7 +63,7 @@ _TEXT: dict[str, tuple[float, str]] = {
                                  r"further)|\b(leave|be taken off) (this|our|the) list\b"
                                  r"|\bstop receiving\b|\bwish to (unsubscribe|opt[- ]?out)\b"
                                  r"|不想再收到|拒收|配信停止"),
-    "cheap_offer": (1.0, r"\bwhy pay (more|full)\b|\bnever pay retail\b|\blow(est)? prices?\b"
+    "cheap_offer": (0.5, r"\bwhy pay (more|full)\b|\bnever pay retail\b|\blow(est)? prices?\b"
                          r"|\bcheap(est)?\b|\b(huge |big )?discounts?\b|\bsave (up to )?\$?\d+"
                          r"|\bwholesale\b|\bspecial offer\b"),
     # Markers the law asks of unsolicited ads: US Bill S.1618 (cited by bulk mailers), Japan's
@@ -134,13 +137,18 @@ SIGNALS: dict[str, float] = {
     "shouted_subject": 1.5,
     "subject_offer": 1.5,
     "shouted_text": 1.5,
-    "shouted_lines": 1.0,
+    "shouted_lines": 0.5,
     "subject_tracking_token": 3.0,
     "adv_subject": 3.0,
     "undisclosed_recipients": 1.0,
     "top_priority": 1.0,
     "html_only": 1.5,
+    "html_short": 1.5,
+    "forged_mailer": 2.5,
+    "random_mailer": 3.0,
+    "to_self": 1.0,
     "malformed_date": 2.5,
+    "malformed_message_id": 2.0,
     "tracking_token": 2.5,
     "auth_failed": 2.5,
     "lookalike_domain": 2.0,
@@ -158,6 +166,12 @@ _SUBJECT_OFFER = re.compile(r"\$\s?\d|\bfree\b|\d ?%|\bsave\b|\bcash\b|\bincome\
 # The text ends in one word of letters and digits that reads as a random id ("xay1992361y"): a
 # bulk mailer's tag for telling its runs or recipients apart.
 _TAIL_TOKEN = re.compile(r"(^|\n)\s*(?=[A-Za-z-]*\d)(?=[\d-]*[A-Za-z])[A-Za-z0-9-]{7,}\s*$")
+_ZONE = re.compile(r"([+-]\d{4}|\b(UT|GMT|Z|[A-Z]{3,4}))\s*(\(.*\))?\s*$")
+_OUTLOOK_ID = re.compile(r"<?[0-9a-f]{8,}\$[0-9a-f]{8,}\$[0-9a-f]{8,}@", re.IGNORECASE)
+# An X-Mailer that is one long run of letters and digits names no program.
+_RANDOM_MAILER = re.compile(r"\s*(?=[A-Za-z]*\d)[A-Za-z0-9]{20,}\s*")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_URL = re.compile(r"\(?https?://\S+")
 _ADV = re.compile(r"^\s*adv\b|\badv\s*:", re.IGNORECASE)
 _UNDISCLOSED = re.compile(r"undisclosed|recipient list|^\s*$|friend@|valued\.?customer",
                           re.IGNORECASE)
@@ -179,15 +193,29 @@ def _shouting(text: str, *, least: int, share: float) -> bool:
 
 
 def _malformed_date(values: list[str]) -> bool:
-    """A Date no honest mailer writes: a year before 1990 as written ("0102"), or a zone
-    offset past 14 hours or 59 minutes ("-1900")."""
+    """A Date no honest mailer writes: a year before 1990 as written ("0102"), no zone (RFC 5322
+    section 3.3 requires one), or a zone offset past 14 hours or 59 minutes ("-1900")."""
     for value in values[:1]:
         parts = email.utils.parsedate_tz(value)
         if parts is None:
             return False
-        zone = re.search(r"\s[+-](\d\d)(\d\d)\b", value)
-        return parts[0] < 1990 or bool(zone and (int(zone[1]) > 14 or int(zone[2]) > 59))
+        if not _ZONE.search(value):
+            return True
+        offset = re.search(r"\s[+-](\d\d)(\d\d)\b", value)
+        return parts[0] < 1990 or bool(offset and (int(offset[1]) > 14 or int(offset[2]) > 59))
     return False
+
+
+def _forged_mailer(headers: Sequence[tuple[str, str]]) -> bool:
+    """A Message-ID or X-Mailer of Microsoft's mailers without the field those mailers always
+    add: an Outlook-style id (``<hex$hex$hex@host>``) with neither an Outlook X-Mailer nor
+    X-MimeOLE, or an Outlook Express X-Mailer without X-MimeOLE."""
+    mailer = " ".join(_header(headers, "x-mailer")).lower()
+    mimeole = bool(_header(headers, "x-mimeole"))
+    ids = _header(headers, "message-id")
+    if ids and _OUTLOOK_ID.match(ids[0]) and "outlook" not in mailer and not mimeole:
+        return True
+    return "outlook express" in mailer and not mimeole
 
 
 def _own_message_id(values: list[str], from_address: str) -> bool:
@@ -205,6 +233,8 @@ def spam_signals(*, subject: str, text: str, headers: Sequence[tuple[str, str]],
         return {}
     found: dict[str, float] = {}
     body = f"{subject}\n{text}"
+    content_type = (_header(headers, "content-type") or ["text/plain"])[0].lower()
+    to = _header(headers, "to")
     for name, (weight, pattern) in _TEXT_RES.items():
         if pattern.search(body):
             found[name] = weight
@@ -220,17 +250,26 @@ def spam_signals(*, subject: str, text: str, headers: Sequence[tuple[str, str]],
         found["tracking_token"] = SIGNALS["tracking_token"]
     if _SUBJECT_OFFER.search(subject):
         found["subject_offer"] = SIGNALS["subject_offer"]
+    if content_type.startswith("text/html") and len(_WORD.findall(_URL.sub("", text))) < 150:
+        found["html_short"] = SIGNALS["html_short"]
+    if any("@" not in v for v in _header(headers, "message-id")[:1]):
+        found["malformed_message_id"] = SIGNALS["malformed_message_id"]
+    if _forged_mailer(headers):
+        found["forged_mailer"] = SIGNALS["forged_mailer"]
+    if any(_RANDOM_MAILER.fullmatch(v) for v in _header(headers, "x-mailer")):
+        found["random_mailer"] = SIGNALS["random_mailer"]
+    if from_address and any(from_address.lower() in v.lower() for v in to) and len(to) == 1 \
+            and "," not in to[0]:
+        found["to_self"] = SIGNALS["to_self"]
     if _malformed_date(_header(headers, "date")):
         found["malformed_date"] = SIGNALS["malformed_date"]
     if _ADV.search(subject):
         found["adv_subject"] = SIGNALS["adv_subject"]
-    to = _header(headers, "to")
     if not to or any(_UNDISCLOSED.search(v) for v in to):
         found["undisclosed_recipients"] = SIGNALS["undisclosed_recipients"]
     if any(v[:1] in ("1", "2") for v in _header(headers, "x-priority")) or any(
             v.lower() == "high" for v in _header(headers, "x-msmail-priority")):
         found["top_priority"] = SIGNALS["top_priority"]
-    content_type = (_header(headers, "content-type") or ["text/plain"])[0].lower()
     if content_type.startswith("text/html"):
         found["html_only"] = SIGNALS["html_only"]
     if trust is not None and trust.verdict == "fail":
