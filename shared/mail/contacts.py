@@ -18,7 +18,8 @@ import msgspec
 
 from shared.mail.model import Address
 
-__all__ = ["Contact", "count_contacts", "contacts_by_address", "search_contacts", "RECENCY_DAYS"]
+__all__ = ["Contact", "count_contacts", "contacts_by_address", "written_domains", "search_contacts",
+           "RECENCY_DAYS"]
 
 #: Days after which a contact's weight has fallen to 1/e.
 RECENCY_DAYS = 180.0
@@ -68,6 +69,14 @@ async def contacts_by_address(conn: asyncpg.Connection, identity_id: str,
                                   inbound_count=r["inbound_count"],
                                   outbound_count=r["outbound_count"], first_at=r["first_at"],
                                   last_at=r["last_at"]) for r in rows}
+
+
+async def written_domains(conn: asyncpg.Connection, identity_id: str) -> set[str]:
+    """The domains of the contacts ``identity_id`` has written to (outbound mail)."""
+    rows = await conn.fetch(
+        "SELECT DISTINCT split_part(address, '@', 2) AS domain FROM contacts"
+        " WHERE identity_id = $1 AND outbound_count > 0", identity_id)
+    return {r["domain"] for r in rows}
 
 
 def _prefix(value: str) -> str:

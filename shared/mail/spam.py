@@ -98,13 +98,15 @@ _TEXT: dict[str, tuple[float, str]] = {
     "loans": (1.5, r"\bmortgage|\brefinanc|\b(low|lower|lowest|fixed) (interest )?rates?\b"
                    r"|\bdebt (consolidation|free|relief)|\bcredit (rating|history|problems)\b"
                    r"|\bbad credit\b|\bloans?\b.{0,30}\b(approved|approval)\b|\bcredit report\b"
-                   r"|\bapprovals?\b.{0,20}\bcredit\b|\bauto loans?\b|\binsurance (quotes?|rates)\b"),
+                   r"|\bapprovals?\b.{0,20}\bcredit\b|\bauto loans?\b"
+                   r"|\binsurance (quotes?|rates)\b"),
     "found_money": (1.5, r"\bclaim (your|the|their) (cash|money|prize|funds?|winnings)\b"
                          r"|\b(unclaimed|lost|free) (cash|money)\b"),
-    "pills": (2.5, r"\bv[i1*!|l]agra\b|\bno prescription\b|\bcialis\b|\bpenis\b|\berections?\b|\bimpotence\b|\bhgh\b"
+    "pills": (2.5, r"\bv[i1*!|l]agra\b|\bno prescription\b|\bcialis\b|\bpenis\b|\berections?\b"
+                   r"|\bimpotence\b|\bhgh\b"
                    r"|\bprescription\b.{0,30}\b(online|without)\b|\bpharmac(y|eutical)"),
-    "weight_loss": (2.0, r"\blose (weight|\d+(\.\d+)? ?(lbs|pounds))\b|\bweight[- ]loss\b|\bdiet pills?\b"
-                         r"|\bburn fat\b"),
+    "weight_loss": (2.0, r"\blose (weight|\d+(\.\d+)? ?(lbs|pounds))\b|\bweight[- ]loss\b"
+                         r"|\bdiet pills?\b|\bburn fat\b"),
     "adult": (1.5, r"\bporn|\bxxx\b|\bhorny\b|\bnude|\bhardcore\b|\badult (site|entertainment|"
                    r"movies|content|membership|club)"),
     "gambling": (2.0, r"\bcasino\b|\blottery\b|\bjackpot\b|\bsweepstakes?\b|\bpowerball\b"

@@ -45,7 +45,7 @@ import asyncpg
 import msgspec
 
 from shared.mail.auth_results import AuthResults, trusted_results
-from shared.mail.contacts import Contact, contacts_by_address
+from shared.mail.contacts import Contact, contacts_by_address, written_domains
 from shared.mail.domains import domain_of, lookalike_of, organizational_domain
 from shared.mail.records import Trust, Verdict
 from shared.mail.signatures import DkimCheck, TxtResolver, verify_dkim
@@ -185,9 +185,7 @@ async def correspondence_of(conn: asyncpg.Connection, identity_id: str,
     """What ``identity_id`` knows of the senders ``addresses`` (every contact when None)."""
     own = await own_addresses(conn, identity_id)
     contacts = await contacts_by_address(conn, identity_id, addresses)
-    written = await contacts_by_address(conn, identity_id) if addresses is not None else contacts
-    references = {domain_of(a) for a in own} | {
-        c.domain for c in written.values() if c.outbound_count > 0}
+    references = {domain_of(a) for a in own} | await written_domains(conn, identity_id)
     return Correspondence(own=own, contacts=contacts, references=references - {""})
 
 
@@ -257,10 +255,13 @@ async def rejudge(conn: asyncpg.Connection, message: StoredContent, policy: Trus
     """The trust of a stored message again (for ``pylota reindex``) and its details.
 
     ``known`` is :func:`correspondence_of` the message's identity with every contact, ``checked``
-    :func:`checked_dkim`: DKIM checks made before are kept; a signed message that was never
-    checked is verified now when the policy has a resolver (its raw bytes read from the store).
+    :func:`checked_dkim`: DKIM checks made before are kept, unless the DNS did not answer then;
+    a signed message without such checks is verified now when the policy has a resolver (its raw
+    bytes read from the store).
     """
     dkim = checked.get(message.id)
+    if dkim is not None and any(c.result == "temperror" for c in dkim):
+        dkim = None  # the DNS did not answer at ingest: ask again
     if dkim is None and policy.resolver is not None and any(
             n.lower() == "dkim-signature" for n, _ in message.headers) and not trusted_results(
             message.headers, policy.trusted_authserv_ids):

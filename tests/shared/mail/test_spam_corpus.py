@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
-import pytest
 
 from shared.mail.importer import import_paths
 from shared.mail.triage import CATEGORIES
