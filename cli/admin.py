@@ -14,6 +14,7 @@ from shared.db import connect, ensure_database, migrate
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.reindex import Reindexed, reindex as rederive
 from shared.mail.patterns import set_pattern
+from shared.mail.trust import TrustPolicy
 from shared.tenancy import store as tenancy
 
 __all__ = ["migrate_cmd", "tenants", "identities", "keys", "reindex"]
@@ -190,15 +191,18 @@ def keys_revoke(key_id: str, as_json: bool) -> None:
 @click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def reindex(identity: str | None, as_json: bool) -> None:
-    """Derive references (ref:, custom:) and triage (category, urgency, risk flags) again for
-    stored mail: after `pylota migrate` adds triage to an existing database, after
-    `tenants set-pattern`, or after an upgrade changes the rules. Messages stay as they are."""
+    """Derive references (ref:, custom:), trust (verdict, known sender, flags) and triage
+    (category, urgency, risk flags) again for stored mail: after `pylota migrate` adds them to an
+    existing database, after `tenants set-pattern`, or after an upgrade changes the rules.
+    Messages stay as they are."""
+
     async def work(settings: Settings) -> Reindexed:
         conn = await connect(settings.database_url)
         try:
             identity_id = (None if identity is None
                            else (await tenancy.resolve_identity(conn, identity)).id)
-            return await rederive(conn, identity_id)
+            return await rederive(conn, identity_id,
+                                  trust_policy=TrustPolicy.from_settings(settings))
         finally:
             await conn.close()
 

@@ -21,6 +21,7 @@ from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
 from shared.embeddings.store import embed_pending, enqueue_missing
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.importer import ImportSummary, import_paths
+from shared.mail.trust import TrustPolicy
 from shared.tenancy import store as tenancy
 
 __all__ = ["import_cmd", "embeddings"]
@@ -45,7 +46,8 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
         try:
             found = await tenancy.resolve_identity(conn, identity)
             return await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
-                                      on_message=lambda: bar.update(1))
+                                      on_message=lambda: bar.update(1),
+                                      trust_policy=TrustPolicy.from_settings(settings))
         finally:
             bar.close()
             await redis.aclose()

@@ -117,6 +117,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_llm_api_key: str = ""
     #: Seconds to wait for that endpoint (connect, and each read) before the built-in answer.
     pm_llm_timeout_seconds: float = 4.0
+    #: authserv-ids (RFC 8601) whose Authentication-Results ingest believes, comma-separated: the
+    #: border MTAs in front of this deployment. Our own SMTP listener's (PM_API_HOST) always counts.
+    pm_trusted_authserv_ids: str = ""
+    #: Verify DKIM signatures at ingest by looking their keys up in the DNS (off: the verdict
+    #: comes from trusted Authentication-Results alone).
+    pm_dkim_verify: bool = True
     #: Secret that encrypts the signing keys at rest (shared/signing/keys.py), at least
     #: MIN_SIGNING_SECRET_LENGTH characters; unset, the signing tools answer ``unavailable``.
     pm_signing_secret: str = ""

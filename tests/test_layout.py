@@ -43,6 +43,7 @@ OWNERS = {
     "outbound_messages": "shared/outbound/outbox.py",
     "outbound_recipients": "shared/outbound/outbox.py",
     "suppressions": "shared/outbound/suppression.py",
+    "message_trust": "shared/mail/trust.py",
 }
 #: The named exception: the search read path may read these tables (never write them).
 SEARCH_READERS = ("shared/search/", "shared/embeddings/")

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from shared.ingest.pipeline import ingest_raw
 from shared.mail.sources import iter_sources
+from shared.mail.trust import TrustPolicy
 
 __all__ = ["ImportSummary", "Report", "import_paths"]
 
@@ -38,12 +39,14 @@ class ImportSummary(msgspec.Struct, kw_only=True):
 
 async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                        paths: Iterable[Path], *, mboxrd: bool = True,
-                       on_message: Callable[[], None] | None = None) -> ImportSummary:
+                       on_message: Callable[[], None] | None = None,
+                       trust_policy: TrustPolicy = TrustPolicy()) -> ImportSummary:
     """Import every message under ``paths`` into ``identity_id``.
 
     Args:
         mboxrd: unescape ``>From `` lines in mbox bodies (mboxrd); False reads them as is.
         on_message: called once per message read (stored or not), for a progress display.
+        trust_policy: what ingest believes and verifies (``shared.mail.trust``).
     """
     summary = ImportSummary()
     for item in iter_sources(list(paths), mboxrd=mboxrd):
@@ -56,7 +59,8 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
             summary.failed.append(Report(item.origin, "empty message"))
             continue
         try:
-            outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw)
+            outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw,
+                                                 trust_policy=trust_policy)
         except asyncpg.PostgresError as exc:
             # The server refused this message in a way ingest does not foresee; the rest
             # of the import goes on. A lost connection is not a PostgresError and stops it.

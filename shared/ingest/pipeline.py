@@ -1,4 +1,5 @@
-"""One raw message in: parse, separate new text, store and thread, triage, index, announce.
+"""One raw message in: parse, separate new text, authenticate, store and thread, judge trust,
+triage, index, announce.
 
 Used by ``pylota import``, the SMTP listener (``front.smtp``), and the send tools, which store the
 message they compose here before it is delivered (``shared.outbound.send``). Parsing never raises,
@@ -21,6 +22,7 @@ from shared.mail.quotes import new_text, snippet
 from shared.mail.refs import extract_refs, save_refs
 from shared.mail.store import StoreOutcome, insert_message
 from shared.mail.triage import input_of, save_triage, triage
+from shared.mail.trust import TrustPolicy, assess, authenticate
 
 __all__ = ["ingest_raw"]
 
@@ -40,7 +42,8 @@ async def _index(conn: asyncpg.Connection, identity_id: str, message_id: str, su
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
-                     raw: bytes, *, queued: bool = False, original: bytes | None = None
+                     raw: bytes, *, queued: bool = False, original: bytes | None = None,
+                     trust_policy: TrustPolicy = TrustPolicy()
                      ) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
 
@@ -48,6 +51,9 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     instead of ``sent`` (``shared.outbound`` moves it on to ``sent`` or ``failed``).
     ``original`` is the message as the sender sent it when ``raw`` adds trace fields to it (the
     SMTP listener), so that the same message delivered twice is stored once.
+    ``trust_policy`` says which Authentication-Results to believe and how DKIM keys are looked
+    up (``shared.mail.trust``); the default believes none and verifies nothing, so every verdict
+    is ``none``. DKIM lookups happen before the message's transaction opens.
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -59,6 +65,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     defects = list(parsed.defects)
     status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) \
         else "queued" if queued else "received"
+    sender = parsed.from_.address if parsed.from_ else None
+    auth = await authenticate(raw, parsed.headers, sender, trust_policy)
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:
@@ -76,13 +84,15 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
         if not outcome.duplicate:
             try:
                 async with conn.transaction():
-                    await save_triage(conn, identity_id,
-                                      [(outcome.message_id, triage(input_of(parsed, fresh)))])
+                    trust = await assess(conn, identity_id, outcome.message_id, auth, sender,
+                                         outcome.date)
+                    await save_triage(conn, identity_id, [
+                        (outcome.message_id, triage(input_of(parsed, fresh, trust)))])
                     await _index(conn, identity_id, outcome.message_id, parsed.subject,
                                         parsed.text)
             except Exception as exc:  # derived data must never cost the stored message
-                # Stored, not triaged or indexed: keyword search still finds it, references and
-                # category: do not until `pylota reindex`.
+                # Stored, not judged, triaged or indexed: keyword search still finds it;
+                # trust, references and category: wait for `pylota reindex`.
                 log.warning("not_indexed", identity_id=identity_id,
                             message_id=outcome.message_id, error=type(exc).__name__)
                 defects.append(f"not indexed: {type(exc).__name__}; run pylota reindex")

@@ -1,7 +1,8 @@
 """Deriving again what ingest derives, for mail already stored (``pylota reindex``).
 
-:func:`reindex` extracts references and triage again: for mail imported before a tenant added a
-``custom:`` pattern, before triage existed, or before its rules changed.
+:func:`reindex` derives references, trust and triage again for stored mail: for mail imported
+before a tenant added a ``custom:`` pattern, before trust or triage existed, or before their rules
+changed.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from shared.mail.patterns import identity_patterns
 from shared.mail.refs import TEXT_CHARS, count_refs, extract_refs, save_refs
 from shared.mail.store import stored_contents
 from shared.mail.triage import Triage, TriageInput, categories_of, save_triage, triage
+from shared.mail.trust import (
+    Correspondence, Trust, TrustPolicy, checked_dkim, correspondence_of, rejudge, save_trust,
+)
 
 __all__ = ["reindex", "Reindexed"]
 
-#: Messages whose triage is written in one statement during a reindex.
+#: Messages whose trust and triage are written in one statement during a reindex.
 _TRIAGE_BATCH = 500
 
 
@@ -29,32 +33,45 @@ class Reindexed(msgspec.Struct, frozen=True, kw_only=True):
     new_references: int
 
 
-async def reindex(conn: asyncpg.Connection, identity_id: str | None = None) -> Reindexed:
-    """Extract references and triage again for every message (of ``identity_id``, or all), in one
-    transaction. Reference rows already stored are kept; triage is replaced."""
+async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
+                  trust_policy: TrustPolicy = TrustPolicy()) -> Reindexed:
+    """Extract references, trust and triage again for every message (of ``identity_id``, or
+    all), in one transaction. Reference rows already stored are kept; trust and triage are
+    replaced. ``trust_policy`` is ingest's (``shared.mail.trust``): DKIM checks made at ingest
+    are kept, signed mail never checked is verified when it has a resolver."""
     count = changed = 0
     patterns: dict[str, dict[str, str]] = {}
+    known: dict[str, Correspondence] = {}
     async with conn.transaction():
         refs_before = await count_refs(conn, identity_id)
         before = await categories_of(conn, identity_id)
-        pending: dict[str, list[tuple[str, Triage]]] = {}
+        checked = await checked_dkim(conn, identity_id)
+        pending: dict[str, list[tuple[str, Trust, dict, Triage]]] = {}
         async for msg in stored_contents(conn, identity_id, text_chars=TEXT_CHARS):
             idn = msg.identity_id
             if idn not in patterns:
                 patterns[idn] = await identity_patterns(conn, idn)
+                known[idn] = await correspondence_of(conn, idn, None)
             await save_refs(conn, idn, msg.id, extract_refs(msg.subject, msg.text, patterns[idn]))
+            trust, details = await rejudge(conn, msg, trust_policy, known[idn], checked)
             result = triage(TriageInput(
                 subject=msg.subject, from_address=msg.from_address, from_name=msg.from_name,
                 reply_to=msg.reply_to, headers=msg.headers, text=msg.new_text or msg.text,
-                attachments=msg.attachments))
+                attachments=msg.attachments, trust=trust))
             changed += before.get(msg.id) != result.category
             batch = pending.setdefault(idn, [])
-            batch.append((msg.id, result))
+            batch.append((msg.id, trust, details, result))
             if len(batch) >= _TRIAGE_BATCH:
-                await save_triage(conn, idn, batch)
+                await _save(conn, idn, batch)
                 batch.clear()
             count += 1
         for idn, batch in pending.items():
-            await save_triage(conn, idn, batch)
+            await _save(conn, idn, batch)
         added = await count_refs(conn, identity_id) - refs_before
     return Reindexed(messages=count, recategorised=changed, new_references=added)
+
+
+async def _save(conn: asyncpg.Connection, identity_id: str,
+                batch: list[tuple[str, Trust, dict, Triage]]) -> None:
+    await save_trust(conn, identity_id, [(mid, trust, details) for mid, trust, details, _ in batch])
+    await save_triage(conn, identity_id, [(mid, result) for mid, _, _, result in batch])

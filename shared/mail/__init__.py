@@ -16,9 +16,15 @@ Where things happen:
 - ``attachment_types`` gives each attachment the one kind that ``type:``, the facet and
   extraction use.
 - ``store`` owns the mail tables (messages, threads, thread_refs, raw_messages, attachments) and
-  their SQL; ``contacts`` owns the people a mailbox exchanges mail with; ``triage`` gives each
-  message a category, urgency and risk flags and owns ``message_triage``; ``ingest`` ties parse,
-  store, triage and the search index together for one message.
+  their SQL; ``contacts`` owns the people a mailbox exchanges mail with.
+- ``trust`` judges how far a sender can be believed and owns ``message_trust``: the verdict from
+  the Authentication-Results a trusted server added (``auth_results``, RFC 8601) or from DKIM
+  verified at ingest (``signatures``, dkimpy), whether the mailbox wrote to the sender, and
+  flags such as lookalike domains (``domains``). ``verification`` finds the code or link of an
+  authenticated verification mail for ``mail_wait``.
+- ``triage`` gives each message a category, urgency and risk flags and owns ``message_triage``;
+  ``spam`` scores the signals of unsolicited mail that put it in ``spam``.
+- ``ingest`` ties parse, store, trust, triage and the search index together for one message.
 
 The raw bytes are always stored, so a message that parses badly is kept and can be re-parsed.
 """

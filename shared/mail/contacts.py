@@ -18,7 +18,8 @@ import msgspec
 
 from shared.mail.model import Address
 
-__all__ = ["Contact", "count_contacts", "search_contacts", "RECENCY_DAYS"]
+__all__ = ["Contact", "count_contacts", "contacts_by_address", "written_domains", "search_contacts",
+           "RECENCY_DAYS"]
 
 #: Days after which a contact's weight has fallen to 1/e.
 RECENCY_DAYS = 180.0
@@ -52,6 +53,30 @@ async def count_contacts(conn: asyncpg.Connection, identity_id: str, people: lis
              last_at = greatest(c.last_at, excluded.last_at)""",
         [(identity_id, p.address, p.name, 0 if outbound else 1, 1 if outbound else 0, when)
          for p in people])
+
+
+async def contacts_by_address(conn: asyncpg.Connection, identity_id: str,
+                              addresses: list[str] | None = None) -> dict[str, Contact]:
+    """The contacts of ``identity_id`` with these addr-specs (every contact when None), keyed by
+    address. ``shared.mail.trust`` reads ``outbound_count`` (the mailbox wrote to them) and
+    ``first_at`` (the first mail exchanged) from them."""
+    rows = await conn.fetch(
+        """SELECT address, display_name, split_part(address, '@', 2) AS domain, inbound_count,
+                  outbound_count, first_at, last_at
+           FROM contacts WHERE identity_id = $1 AND ($2::text[] IS NULL OR address = any($2))""",
+        identity_id, addresses)
+    return {r["address"]: Contact(address=r["address"], name=r["display_name"], domain=r["domain"],
+                                  inbound_count=r["inbound_count"],
+                                  outbound_count=r["outbound_count"], first_at=r["first_at"],
+                                  last_at=r["last_at"]) for r in rows}
+
+
+async def written_domains(conn: asyncpg.Connection, identity_id: str) -> set[str]:
+    """The domains of the contacts ``identity_id`` has written to (outbound mail)."""
+    rows = await conn.fetch(
+        "SELECT DISTINCT split_part(address, '@', 2) AS domain FROM contacts"
+        " WHERE identity_id = $1 AND outbound_count > 0", identity_id)
+    return {r["domain"] for r in rows}
 
 
 def _prefix(value: str) -> str:

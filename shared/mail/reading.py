@@ -14,6 +14,7 @@ from shared.budget import RESULT_BYTES, cut
 from shared.mail.records import FoundRef, MessageRecord
 from shared.mail.refs import refs_of
 from shared.mail.triage import triage_of
+from shared.mail.trust import trust_of
 
 __all__ = ["annotate", "budget_message", "LIST_ITEMS", "SUBJECT_CHARS", "SHRUNK_ITEMS",
            "SHRUNK_CHARS"]
@@ -27,12 +28,14 @@ SHRUNK_ITEMS, SHRUNK_CHARS = 10, 2_000
 
 
 async def annotate(conn: asyncpg.Connection, records: list[MessageRecord]) -> None:
-    """Fill each record's ``triage`` and ``refs`` from what ingest derived."""
+    """Fill each record's ``triage``, ``trust`` and ``refs`` from what ingest derived."""
     ids = [r.id for r in records]
     triaged = await triage_of(conn, ids)
+    trusted = await trust_of(conn, ids)
     found = await refs_of(conn, ids)
     for record in records:
         record.triage = triaged.get(record.id)
+        record.trust = trusted.get(record.id)
         record.refs = [FoundRef(kind, value) for kind, value in found.get(record.id, [])]
 
 

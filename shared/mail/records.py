@@ -10,12 +10,11 @@ from datetime import datetime
 
 import msgspec
 
+from shared.mail.judged import Triage, Trust
 from shared.mail.model import Address
-from shared.mail.triage import Triage
 
 __all__ = ["AttachmentInfo", "FoundRef", "HeaderField", "MessageRecord", "ThreadRecord",
            "ThreadSummary"]
-
 
 class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
     """An attachment's metadata; its bytes stay in storage. ``size`` is in bytes."""
@@ -48,9 +47,10 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     ``text`` is the whole readable body and is returned only on request (``include_quoted``);
     ``new_text`` is the body without quoted history. ``date`` is the Date header in UTC, or the
-    time the message was received when the header is missing. ``triage`` is null for mail stored
-    before triage existed, until ``pylota reindex`` runs; ``refs`` are the references found in it
-    (``shared.tools.messages.annotate`` fills both). ``*_truncated`` flags appear when a budget
+    time the message was received when the header is missing. ``triage`` and ``trust`` are null
+    for mail stored before they existed, until ``pylota reindex`` runs; ``refs`` are the
+    references found in it (``shared.mail.reading.annotate`` fills the three from
+    ``shared.mail.triage``, ``shared.mail.trust`` and ``shared.mail.refs``). ``*_truncated`` flags appear when a budget
     cut the field (spec section 4.2).
     """
 
@@ -86,6 +86,7 @@ class MessageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     headers_truncated: bool = False
     # No defaults, so both are always in the output (null and [] when empty).
     triage: Triage | None
+    trust: Trust | None
     refs: list[FoundRef]
 
 

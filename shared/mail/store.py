@@ -40,17 +40,19 @@ from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 from shared.tenancy.store import identity_addresses
 
 __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
-           "messages_by_ids", "StoredContent", "stored_contents", "Outline",
+           "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
            "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """Result of :func:`insert_message`; ``duplicate`` means nothing new was stored."""
+    """Result of :func:`insert_message`; ``duplicate`` means nothing new was stored. ``date`` is
+    the message's date as stored (its Date, else the time it was received)."""
 
     message_id: str
     thread_id: str
+    date: datetime
     duplicate: bool
     duplicate_reason: str | None = None
 
@@ -147,12 +149,14 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
         existing = await conn.fetchrow(
-            "SELECT id, thread_id, content_hash FROM messages"
+            "SELECT id, thread_id, content_hash, coalesce(sent_at, received_at) AS date"
+            " FROM messages"
             " WHERE identity_id = $1 AND dedupe_key = $2", identity_id, dedupe_key)
         if existing is not None:
             same = existing["content_hash"] == content_hash
             return StoreOutcome(
-                message_id=existing["id"], thread_id=existing["thread_id"], duplicate=True,
+                message_id=existing["id"], thread_id=existing["thread_id"],
+                date=existing["date"], duplicate=True,
                 duplicate_reason="same bytes" if same else "same message, received again"
                 if dedupe_raw is not None else "same message, other line endings",
             )
@@ -204,7 +208,7 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
         await count_contacts(conn, identity_id, [p for p in people if p.address not in own],
                              outbound=outbound, when=when)
         await _refresh_thread(conn, thread_id)
-    return StoreOutcome(message_id=message_id, thread_id=thread_id, duplicate=False)
+    return StoreOutcome(message_id=message_id, thread_id=thread_id, duplicate=False, date=when)
 
 
 _MESSAGE_COLUMNS = """m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
@@ -231,7 +235,7 @@ def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_t
         text=row["text"] if include_text else None, attachments=attachments,
         headers=[HeaderField(name=h[0], value=h[1]) for h in row["headers"]]
         if include_headers else None,
-        parse_defects=list(row["parse_defects"]), triage=None, refs=[],
+        parse_defects=list(row["parse_defects"]), triage=None, trust=None, refs=[],
     )
 
 
@@ -304,13 +308,19 @@ async def thread_page(conn: asyncpg.Connection, thread: ThreadSummary, *, offset
                         last_at=thread.last_at, messages=messages), more
 
 
+async def raw_message(conn: asyncpg.Connection, message_id: str) -> bytes | None:
+    """The raw bytes of ``message_id`` as received, or None."""
+    return await conn.fetchval("SELECT raw FROM raw_messages WHERE message_id = $1", message_id)
+
+
 class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
-    """What ingest derived references and triage from, read back from storage: ``reply_to`` as
-    addr-specs, ``headers`` as ``(name, value)`` pairs, ``attachments`` as
-    ``(filename, content_type)``."""
+    """What ingest derived references, trust and triage from, read back from storage:
+    ``reply_to`` as addr-specs, ``headers`` as ``(name, value)`` pairs, ``attachments`` as
+    ``(filename, content_type)``, ``date`` as the message's date (Date, else received)."""
 
     id: str
     identity_id: str
+    date: datetime
     subject: str
     from_address: str | None
     from_name: str | None
@@ -327,7 +337,7 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
     first ``text_chars`` characters of its texts, for re-deriving what ingest derives. Must run
     inside a transaction (it reads through a cursor)."""
     async for row in conn.cursor(
-            """SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name, m.reply_to,
+            """SELECT m.id, m.identity_id, coalesce(m.sent_at, m.received_at) AS date, m.subject, m.from_address, m.from_name, m.reply_to,
                       m.headers, left(m.text, $2) AS text, left(m.new_text, $2) AS new_text,
                       coalesce((SELECT jsonb_agg(jsonb_build_array(a.filename, a.content_type)
                                                  ORDER BY a.part_index)
@@ -335,8 +345,8 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
                FROM messages m WHERE $1::text IS NULL OR m.identity_id = $1 ORDER BY m.id""",
             identity_id, text_chars):
         yield StoredContent(
-            id=row["id"], identity_id=row["identity_id"], subject=row["subject"],
-            from_address=row["from_address"], from_name=row["from_name"],
+            id=row["id"], identity_id=row["identity_id"], date=row["date"],
+            subject=row["subject"], from_address=row["from_address"], from_name=row["from_name"],
             reply_to=[a["address"] for a in row["reply_to"]],
             headers=[(h[0], h[1]) for h in row["headers"]], text=row["text"],
             new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]])
@@ -396,8 +406,9 @@ class MessageFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Which inbound messages a waiter wants (mail_wait, spec section 4.3).
 
     ``from_`` is an addr-spec or ``@domain`` (matched case-insensitively; ``@domain`` matches that
-    domain exactly), ``subject_contains`` a case-insensitive substring, ``replies_only`` keeps
-    messages with In-Reply-To or References.
+    domain and its subdomains, so ``@example.com`` waits for ``noreply@mail.example.com`` too),
+    ``subject_contains`` a case-insensitive substring, ``replies_only`` keeps messages with
+    In-Reply-To or References.
     """
 
     from_: str | None = None
@@ -422,8 +433,10 @@ async def first_matching(conn: asyncpg.Connection, identity_id: str, wanted: Mes
     if wanted.from_:
         sender = wanted.from_.strip().lower()
         if sender.startswith("@"):
-            value = bind(sender)
-            clauses.append(f"right(m.from_address, length({value})) = {value}")
+            domain = bind(sender[1:])
+            clauses.append(f"(split_part(m.from_address, '@', 2) = {domain} OR right("
+                           f"split_part(m.from_address, '@', 2), length({domain}) + 1)"
+                           f" = '.' || {domain})")
         else:
             clauses.append(f"m.from_address = {bind(sender)}")
     if wanted.subject_contains:

@@ -7,7 +7,10 @@ every time, so a search by ``category:`` never changes under an agent's feet. Wh
 holds is :data:`CATEGORIES`; how one is chosen, in order:
 
 1. ``spam`` when an upstream filter marked the message (``X-Spam-Flag: YES``, ``X-Spam-Status:
-   Yes``). Pylota Mail does not judge spam itself.
+   Yes``), or when its spam signals (``shared.mail.spam``: bulk and scam phrasing, bulk
+   senders' header habits, failed authentication, a lookalike domain) score at least
+   :data:`~shared.mail.spam.SPAM_SCORE`. Mail from a known sender (trust's ``known_sender``) is
+   spam only by an upstream mark.
 2. ``list`` for mailing-list discussion (a ``List-Post`` field, RFC 2369; ``X-Mailing-List`` or
    ``Mailing-List``, which vger and ezmlm add; ``Precedence: list``), unless its topic is
    unmistakable (:data:`STRONG_TOPIC`).
@@ -46,7 +49,9 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
+from shared.mail.judged import Triage, Trust
 from shared.mail.model import ParsedMessage
+from shared.mail.spam import SPAM_SCORE, spam_signals
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
            "FIELD_CHARS",
@@ -66,7 +71,7 @@ CATEGORIES: dict[str, str] = {
     "list": "mailing-list discussion",
     "newsletter": "bulk and marketing mail",
     "notification": "other automated mail: alerts, bounces, system notices",
-    "spam": "mail an upstream filter marked as spam",
+    "spam": "unsolicited bulk mail and scams: marked by an upstream filter, or by spam signals",
     "other": "none of the above",
 }
 
@@ -176,25 +181,12 @@ _DISCUSSION_HEADERS = ("list-post", "x-mailing-list", "mailing-list")
 _ADDR_SPEC = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 
 
-class Triage(msgspec.Struct, frozen=True, kw_only=True):
-    """A message's triage, as the Message object carries it.
-
-    ``category`` is a key of :data:`CATEGORIES`, ``urgency`` one of :data:`URGENCIES`,
-    ``risk_flags`` keys of :data:`RISK_FLAGS` (sorted); ``automated`` is true for machine-sent
-    mail (module docstring).
-    """
-
-    category: str
-    urgency: str
-    risk_flags: list[str]
-    automated: bool
-
-
 @dataclass(frozen=True)
 class TriageInput:
     """What triage reads of a message: the subject, sender and Reply-To addr-specs, the header
-    fields as ``(name, value)`` pairs, the new text (or the whole text when it has none) and the
-    attachments as ``(filename, content_type)``."""
+    fields as ``(name, value)`` pairs, the new text (or the whole text when it has none), the
+    attachments as ``(filename, content_type)``, and its trust (``shared.mail.trust``; None when
+    not judged)."""
 
     subject: str
     from_address: str | None
@@ -203,16 +195,18 @@ class TriageInput:
     headers: Sequence[tuple[str, str]]
     text: str
     attachments: Sequence[tuple[str | None, str]]
+    trust: Trust | None = None
 
 
-def input_of(parsed: ParsedMessage, new_text: str) -> TriageInput:
-    """What triage reads of a freshly parsed message, ``new_text`` being its text without quotes."""
+def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -> TriageInput:
+    """What triage reads of a freshly parsed message, ``new_text`` being its text without quotes
+    and ``trust`` its trust."""
     return TriageInput(
         subject=parsed.subject, from_address=parsed.from_.address if parsed.from_ else None,
         from_name=parsed.from_.name if parsed.from_ else None,
         reply_to=[a.address for a in parsed.reply_to], headers=parsed.headers,
         text=new_text or parsed.text,
-        attachments=[(a.filename, a.content_type) for a in parsed.attachments])
+        attachments=[(a.filename, a.content_type) for a in parsed.attachments], trust=trust)
 
 
 def _header(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
@@ -270,7 +264,9 @@ def triage(msg: TriageInput) -> Triage:
     msg = dataclasses.replace(msg, subject=msg.subject[:FIELD_CHARS],
                               from_name=(msg.from_name or "")[:FIELD_CHARS] or None)
     spam = any(v.startswith("yes") for v in _header(headers, "x-spam-flag")
-               + _header(headers, "x-spam-status"))
+               + _header(headers, "x-spam-status")) or sum(spam_signals(
+        subject=msg.subject, text=text, headers=headers, from_address=msg.from_address,
+        trust=msg.trust).values()) >= SPAM_SCORE
     listed = any(_header(headers, name) for name in _DISCUSSION_HEADERS) or (
         "list" in _header(headers, "precedence"))
     # A List-Id without List-Post is an announcement list: one sender, many readers.

@@ -8,9 +8,9 @@ every 10 seconds (progress = elapsed seconds, total = timeout)"). When the event
 (Redis restarted) it looks in the database again once it is back, so a message stored during
 the outage is still found.
 
-Verification codes and links need the message's authentication verdict, which is not computed
-yet; until it is, ``verification`` is always null (the description promises a code only for mail
-that passed authentication).
+``verification`` holds a code or link only when the waiter's ``from`` names the sender's domain
+(or a parent of it) and the message passed authentication (its trust verdict is ``pass``:
+``shared.mail.verification``), as the tool's description promises.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from shared.events import NewMail, new_mail_channel
 from shared.mail.reading import annotate, budget_message
 from shared.mail.records import MessageRecord
 from shared.mail.store import MessageFilter, first_matching, get_message
+from shared.mail.verification import Verification, verification_of
 from shared.pubsub import Lost, Subscriptions
 
 __all__ = ["WaitRequest", "WaitResult", "Verification", "wait_for_message", "WAIT_TEXT_CHARS"]
@@ -45,13 +46,6 @@ class WaitRequest(msgspec.Struct, frozen=True, kw_only=True):
     wanted: MessageFilter
     since: datetime | None
     timeout_seconds: float
-
-
-class Verification(msgspec.Struct, kw_only=True):
-    """A code or link from a verification message that passed authentication."""
-
-    code: str | None
-    link: str | None
 
 
 class WaitResult(msgspec.Struct, kw_only=True):
@@ -74,8 +68,6 @@ async def _read(db: Database, identity_id: str, message_id: str) -> MessageRecor
         record = await get_message(conn, identity_id, message_id)
         if record is not None:
             await annotate(conn, [record])
-    if record is not None:
-        budget_message(record, WAIT_TEXT_CHARS)
     return record
 
 
@@ -87,8 +79,15 @@ async def _look(db: Database, request: WaitRequest, since: datetime | None, *,
     return None if found is None else await _read(db, request.identity_id, found)
 
 
-def _result(record: MessageRecord | None) -> WaitResult:
-    return WaitResult(message=record, verification=None, timed_out=record is None)
+def _result(record: MessageRecord | None, request: WaitRequest) -> WaitResult:
+    if record is None:
+        return WaitResult(message=None, verification=None, timed_out=True)
+    # Read from the whole new text, before the budget cut a long message gets.
+    verification = verification_of(
+        sender=record.from_.address if record.from_ else None, subject=record.subject,
+        new_text=record.new_text, trust=record.trust, from_filter=request.wanted.from_)
+    budget_message(record, WAIT_TEXT_CHARS)
+    return WaitResult(message=record, verification=verification, timed_out=False)
 
 
 async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: WaitRequest,
@@ -113,7 +112,7 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
         # Registered before looking back, so a message stored in between is not missed.
         waited_from = datetime.now(timezone.utc)
         if look_from is not None and (found := await _look(db, request, look_from)) is not None:
-            return _result(found)
+            return _result(found, request)
         lost = False
         while (now := time.monotonic()) < deadline:
             if now >= next_beat:
@@ -125,7 +124,7 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
                 lost = False
                 since = look_from if look_from is not None else waited_from
                 if (found := await _look(db, request, since)) is not None:
-                    return _result(found)
+                    return _result(found, request)
             until = min(next_beat, deadline, now + LOST_RECHECK_SECONDS if lost else deadline)
             try:
                 event = await asyncio.wait_for(events.get(), max(0.0, until - now))
@@ -136,5 +135,5 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
                 continue
             found = await _look(db, request, None, message_id=event.message_id)
             if found is not None:
-                return _result(found)
-        return _result(None)
+                return _result(found, request)
+        return _result(None, request)

@@ -178,7 +178,7 @@ def test_a_message_too_big_even_with_its_lists_cut_is_shrunk():
         id="msg_1", thread_id="thr_1", identity_id="idn_1", message_id=None, in_reply_to=[],
         references=[], subject="s" * 5000, to=people, cc=people, reply_to=people,
         date=datetime.now(timezone.utc), direction="inbound", status="received", labels=[],
-        read=False, new_text="w " * 20_000, triage=None, refs=[])
+        read=False, new_text="w " * 20_000, triage=None, trust=None, refs=[])
     assert budget_message(record, messages.MESSAGE_TEXT_CHARS)
     assert _encoded(record) <= RESULT_BYTES
     assert len(record.to) == SHRUNK_ITEMS and record.to_truncated

@@ -1,0 +1,161 @@
+"""Trust at ingest and after ``pylota reindex`` (``shared.mail.trust``), on real databases: the
+verdict from trusted Authentication-Results or from DKIM (signed with the run's key, served by
+the test's resolver), known senders, first contacts and lookalike domains."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.ingest.pipeline import ingest_raw
+from shared.mail.judged import Trust
+from shared.mail.trust import FLAGS, TrustPolicy, trust_of
+from shared.ingest.reindex import reindex
+from shared.tenancy.store import create_identity, create_tenant
+
+OURS = "mx.pylota.test"
+DESK = "desk@pylota.example"
+
+
+def eml(sender: str = "ann@acme.example", *, to: str = DESK, subject: str = "Hello",
+        date: str = "Mon, 02 Nov 2026 10:00:00 +0000", body: str = "Hello there.",
+        top: tuple[str, ...] = (), mid: str | None = None) -> bytes:
+    lines = [*top, f"From: {sender}", f"To: {to}", f"Subject: {subject}", f"Date: {date}",
+             f"Message-ID: <{mid or abs(hash((sender, to, subject, date, body, top)))}@t>"]
+    return ("\r\n".join(lines) + "\r\n\r\n" + body + "\r\n").encode()
+
+
+@pytest.fixture
+async def identity_id(conn) -> str:
+    tenant = await create_tenant(conn, "acme")
+    return (await create_identity(conn, tenant.id, DESK)).id
+
+
+async def trust_after(conn, identity_id: str, raw: bytes, **kwargs) -> Trust:
+    outcome, defects = await ingest_raw(conn, None, identity_id, raw, **kwargs)
+    assert not defects
+    return (await trust_of(conn, [outcome.message_id]))[outcome.message_id]
+
+
+def results(value: str) -> tuple[str, ...]:
+    return (f"Authentication-Results: {OURS}; {value}", "Received: from out.acme.example")
+
+
+POLICY = TrustPolicy(trusted_authserv_ids=frozenset({OURS}))
+
+
+@pytest.mark.parametrize(("value", "verdict", "flags"), [
+    ("spf=pass smtp.mailfrom=bounce@mail.acme.example; dkim=pass header.d=acme.example;"
+     " dmarc=pass header.from=acme.example", "pass", []),
+    ("dkim=pass header.d=acme.example", "pass", []),              # aligned DKIM
+    ("spf=pass smtp.mailfrom=acme.example", "pass", []),          # aligned SPF
+    ("dkim=pass header.d=esp.example", "none", []),               # another domain's signature
+    ("spf=fail smtp.mailfrom=acme.example; dkim=pass header.d=acme.example", "pass",
+     ["spf_fail"]),
+    ("dkim=fail header.d=acme.example; spf=fail smtp.mailfrom=acme.example", "fail",
+     ["dkim_fail", "spf_fail"]),
+    ("dkim=pass header.d=acme.example; dmarc=fail header.from=acme.example", "fail",
+     ["dmarc_fail"]),
+    ("spf=softfail smtp.mailfrom=acme.example; dkim=neutral", "none", []),
+    ("none", "none", []),
+])
+async def test_the_verdict_from_trusted_authentication_results(conn, identity_id, value, verdict,
+                                                               flags) -> None:
+    trust = await trust_after(conn, identity_id, eml(top=results(value)), trust_policy=POLICY)
+    assert (trust.verdict, [f for f in trust.flags if f != "first_contact"]) == (verdict, flags)
+
+
+async def test_a_field_the_sender_wrote_is_never_believed(conn, identity_id) -> None:
+    forged = (f"Authentication-Results: {OURS}; none", "Received: from out.acme.example",
+              f"Authentication-Results: {OURS}; dkim=pass header.d=acme.example;"
+              " dmarc=pass header.from=acme.example")
+    assert (await trust_after(conn, identity_id, eml(top=forged), trust_policy=POLICY)
+            ).verdict == "none"
+    other = (f"Authentication-Results: mx.other.example; dmarc=pass header.from=acme.example",)
+    assert (await trust_after(conn, identity_id, eml(top=other, subject="2"),
+                              trust_policy=POLICY)).verdict == "none"
+    # Without a policy nothing is believed.
+    assert (await trust_after(conn, identity_id, eml(top=results("dmarc=pass"), subject="3"))
+            ).verdict == "none"
+
+
+async def test_the_verdict_from_dkim_verified_at_ingest(conn, identity_id, dkim_key,
+                                                        resolver) -> None:
+    dkim_key.publish(resolver, "acme.example")
+    policy = TrustPolicy(resolver=resolver)
+    good = dkim_key.sign(eml(subject="signed"), "acme.example")
+    assert (await trust_after(conn, identity_id, good, trust_policy=policy)).verdict == "pass"
+    tampered = dkim_key.sign(eml(subject="tampered"), "acme.example").replace(b"Hello there",
+                                                                              b"Pay me now")
+    bad = await trust_after(conn, identity_id, tampered, trust_policy=policy)
+    assert (bad.verdict, "dkim_fail" in bad.flags) == ("fail", True)
+    unaligned = dkim_key.sign(eml(subject="via esp"), "acme.example").replace(
+        b"From: ann@acme.example", b"From: ann@other.example")
+    assert (await trust_after(conn, identity_id, unaligned, trust_policy=policy)).verdict == "fail"
+    dkim_key.publish(resolver, "esp.example")
+    esp = dkim_key.sign(eml(subject="esp"), "esp.example")
+    assert (await trust_after(conn, identity_id, esp, trust_policy=policy)).verdict == "none"
+    assert (await trust_after(conn, identity_id, eml(subject="plain"), trust_policy=policy)
+            ).verdict == "none"
+    # A trusted field decides before DKIM, and then no key is looked up.
+    asked = len(resolver.asked)
+    both = TrustPolicy(trusted_authserv_ids=frozenset({OURS}), resolver=resolver)
+    decided = dkim_key.sign(eml(subject="decided", top=results("dmarc=fail")), "acme.example")
+    assert (await trust_after(conn, identity_id, decided, trust_policy=both)).verdict == "fail"
+    assert len(resolver.asked) == asked
+
+
+async def test_known_sender_and_first_contact(conn, identity_id) -> None:
+    first = await trust_after(conn, identity_id, eml("bob@client.example"))
+    assert (first.known_sender, first.flags) == (False, ["first_contact"])
+    second = await trust_after(conn, identity_id, eml("bob@client.example", subject="again",
+                                                     date="Tue, 03 Nov 2026 10:00:00 +0000"))
+    assert (second.known_sender, second.flags) == (False, [])
+    # The mailbox writes to Bob: from then on he is a known sender.
+    mine = await trust_after(conn, identity_id, eml(DESK, to="bob@client.example",
+                                                    subject="Re: again"))
+    assert (mine.known_sender, mine.flags) == (True, [])
+    third = await trust_after(conn, identity_id, eml("bob@client.example", subject="thanks",
+                                                    date="Wed, 04 Nov 2026 10:00:00 +0000"))
+    assert (third.known_sender, third.flags) == (True, [])
+
+
+async def test_lookalike_domains_of_the_mailbox_and_its_correspondents(conn, identity_id) -> None:
+    await ingest_raw(conn, None, identity_id, eml(DESK, to="jo@acme-corp.example"))
+    fake_client = await trust_after(conn, identity_id, eml("jo@acrne-corp.example"))
+    assert fake_client.flags == ["first_contact", "lookalike_domain"]
+    fake_self = await trust_after(conn, identity_id, eml("it@pyl0ta.example"))
+    assert "lookalike_domain" in fake_self.flags
+    honest = await trust_after(conn, identity_id, eml("news@unrelated.example"))
+    assert "lookalike_domain" not in honest.flags
+    assert set(FLAGS) >= {*fake_client.flags, *fake_self.flags}
+
+
+async def test_reindex_gives_stored_mail_its_trust_and_keeps_dkim_checks(conn, identity_id,
+                                                                          dkim_key,
+                                                                          resolver) -> None:
+    dkim_key.publish(resolver, "acme.example")
+    signed = await ingest_raw(conn, None, identity_id, dkim_key.sign(eml(), "acme.example"),
+                              trust_policy=TrustPolicy(resolver=resolver))
+    trusted = await ingest_raw(conn, None, identity_id,
+                               eml(subject="results", top=results("dmarc=pass")),
+                               trust_policy=POLICY)
+    reply = await ingest_raw(conn, None, identity_id, eml(DESK, to="ann@acme.example",
+                                                          subject="Re: Hello"))
+    ids = [signed[0].message_id, trusted[0].message_id, reply[0].message_id]
+    # The key is rotated away, and an old database has no trust at all for the other two.
+    resolver.records.clear()
+    await conn.execute("DELETE FROM message_trust WHERE message_id <> $1", ids[0])
+    assert set(await trust_of(conn, ids)) == {ids[0]}
+    await reindex(conn, trust_policy=TrustPolicy(trusted_authserv_ids=frozenset({OURS}),
+                                                 resolver=resolver))
+    after = await trust_of(conn, ids)
+    assert [after[i].verdict for i in ids] == ["pass", "pass", "none"]
+    # Ann was written to (the reply): she is now a known sender, and a first contact no more.
+    assert after[ids[0]] == Trust(verdict="pass", known_sender=True, flags=[])
+    assert resolver.asked == ["sel1._domainkey.acme.example."]  # ingest's lookup only
+    # A signed message that was never checked is verified by the reindex.
+    dkim_key.publish(resolver, "acme.example")
+    await conn.execute("DELETE FROM message_trust")
+    await reindex(conn, identity_id, trust_policy=TrustPolicy(resolver=resolver))
+    assert (await trust_of(conn, [ids[0]]))[ids[0]].verdict == "pass"
+    assert len(resolver.asked) == 2
