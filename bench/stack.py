@@ -57,7 +57,9 @@ class Stack:
         self.env = {**os.environ, "DATABASE_URL": self.dsn, "REDIS_URL": redis_url,
                     "PM_EMBEDDER": embedder, "PM_EMBED_POLL_SECONDS": "1",
                     "PM_RL_API_PER_MINUTE": "100000", "PM_RL_SEARCH_PER_MINUTE": "100000",
-                    "PM_API_HOST": "bench.pylota.test"}
+                    "PM_API_HOST": "bench.pylota.test",
+                    # no DKIM key lookups: these machines have no DNS to ask
+                    "PM_DKIM_VERIFY": "false"}
         self.logs = Path(tempfile.mkdtemp(prefix="pylota-bench-"))
         self.processes: list[subprocess.Popen[bytes]] = []
         self.url = ""
