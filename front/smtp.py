@@ -52,6 +52,7 @@ from shared.db import Database, open_database
 from shared.errors import PylotaError
 from shared.logs import get_logger
 from shared.ingest.pipeline import ingest_raw
+from shared.mail.trust import TrustPolicy
 from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
 
@@ -251,11 +252,12 @@ class _Handler:
     """aiosmtpd handler: the RCPT and DATA rungs of the module docstring."""
 
     def __init__(self, pool: Database, redis: Redis | None, *, authserv_id: str,
-                 resolver: Resolver) -> None:
+                 resolver: Resolver, trust_policy: TrustPolicy) -> None:
         self.pool = pool
         self.redis = redis
         self.authserv_id = authserv_id
         self.resolver = resolver
+        self.trust_policy = trust_policy
 
     async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
                           address: str, rcpt_options: list[str]) -> str:
@@ -291,7 +293,7 @@ class _Handler:
             for identity_id in identities:
                 async with self.pool.acquire() as conn:
                     outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored,
-                                                  original=raw)
+                                                  original=raw, trust_policy=self.trust_policy)
                     bounced = await absorb_report(conn, identity_id, stored)
                 log.info("smtp_received", identity_id=identity_id, message_id=outcome.message_id,
                          duplicate=outcome.duplicate, bounces=bounced)
@@ -312,8 +314,12 @@ async def smtp_listener(settings: Settings, pool: Database, redis: Redis | None,
     ``authserv_id`` names this receiver in Authentication-Results (and in its greeting); trust
     code downstream believes only results under that id. ``resolver`` defaults to the system's.
     """
+    # Ingest believes the results this listener just wrote (and the configured border MTAs'); it
+    # needs no DNS of its own, the listener checked DKIM already.
+    trusted = TrustPolicy.from_settings(settings).trusted_authserv_ids | {authserv_id.lower()}
     handler = _Handler(pool, redis, authserv_id=authserv_id,
-                       resolver=resolver if resolver is not None else _SYSTEM)
+                       resolver=resolver if resolver is not None else _SYSTEM,
+                       trust_policy=TrustPolicy(trusted_authserv_ids=trusted))
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: SMTP(handler, data_size_limit=settings.pm_smtp_max_message_bytes,
@@ -338,7 +344,9 @@ async def serve_smtp(settings: Settings, *, authserv_id: str,
         PylotaError: ``unavailable`` when PostgreSQL cannot be reached at start.
         OSError: the address cannot be bound.
     """
-    pool = await open_database(settings.database_url, size=settings.pm_db_pool_size, acquire_seconds=settings.pm_db_acquire_seconds, statement_timeout_seconds=settings.pm_db_statement_timeout_seconds)
+    pool = await open_database(settings.database_url, size=settings.pm_db_pool_size,
+                               acquire_seconds=settings.pm_db_acquire_seconds,
+                               statement_timeout_seconds=settings.pm_db_statement_timeout_seconds)
     redis = Redis.from_url(settings.redis_url)
     try:
         async with smtp_listener(settings, pool, redis, authserv_id=authserv_id,

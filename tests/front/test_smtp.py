@@ -138,6 +138,8 @@ async def test_a_message_sent_with_smtplib_is_stored_and_mail_wait_returns_it(
     assert refused == {}
     assert result is not None and result.message is not None and not result.timed_out
     assert result.message.subject == "Hello" and result.message.direction == "inbound"
+    # ingest believes the results the listener wrote: the message passed authentication
+    assert result.message.trust is not None and result.message.trust.verdict == "pass"
     async with listener.pool.acquire() as conn:
         raw = await raw_of(conn, result.message.id)
     assert raw is not None and raw.startswith(b"Received: from mta.sender.example ([127.0.0.1])")
