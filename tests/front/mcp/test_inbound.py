@@ -277,11 +277,19 @@ def test_batch_or_non_object_is_400_invalid_request(raw: bytes) -> None:
         ({"jsonrpc": "2.0", "id": True, "method": "tools/list"}, None),
         ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, None),
         ({"jsonrpc": "2.0", "method": "notifications/initialized", "params": "x"}, None),
+        # ids are i64 (the spec's RequestId::Number): one past either end is not an id
+        ({"jsonrpc": "2.0", "id": 2**63, "method": "tools/list"}, None),
+        ({"jsonrpc": "2.0", "id": -(2**63) - 1, "method": "tools/list"}, None),
     ],
 )
 def test_object_that_is_not_jsonrpc_is_400_invalid_request(body: dict[str, Any], echoed_id: Any) -> None:
     rejection = assert_rejected(parse_body(json.dumps(body).encode()), RejectionKind.INVALID_REQUEST, INVALID_REQUEST)
     assert rejection.id == echoed_id
+
+
+def test_the_largest_i64_ids_are_ids() -> None:
+    for request_id in (2**63 - 1, -(2**63)):
+        assert parse_body(json.dumps(envelope(id=request_id)).encode())["id"] == request_id
 
 
 @given(st.binary(max_size=64))
