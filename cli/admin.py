@@ -229,7 +229,7 @@ class Expiry(click.ParamType):
     its offset (``2027-01-01T00:00:00Z``); it must lie in the future."""
 
     name = "expiry"
-    _DURATION = re.compile(r"(\d+)([mhd])")
+    _DURATION = re.compile(r"([1-9]\d*)([mhd])")
     _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 
     def convert(self, value: Any, param: click.Parameter | None,
