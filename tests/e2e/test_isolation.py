@@ -8,6 +8,10 @@ a sibling identity) × both surfaces. Each cell must be refused: ``*_not_found``
 ``permission_denied`` (REST) where it may not; and no cell's answer holds any string of the
 place it named (subjects, bodies, file text, display names, tenant names). The test counts the
 cells it ran against the count the table gives, and fails on a registered tool with no entry.
+
+Beside the matrix: listings and the address lookup show each level only what it reaches,
+``tools/list`` follows the level, and a suspended partner's keys and its tenants' keys (403
+``partner_suspended``), an expired key and a revoked one (401) are refused by both surfaces.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ import httpx
 import msgspec
 import pytest
 
+from shared.auth.keys import authenticate, revoke_key
 from shared.auth.permissions import KeyLevel
 from shared.errors import STATUS, ErrorCode
+from shared.tenancy.store import set_partner_status
 from shared.tools.registry import TOOLS, ToolSpec
 from tests.conftest import running_front, settings_for
 from tests.e2e.scope_world import ACCEPTED_CODES, FOREIGN_CASES, KeyRow, World, build_world, \
@@ -163,3 +169,23 @@ async def test_tools_list_follows_the_key_level(world):
                                  "mail_get_usage"}, key.label
         else:
             assert {"mail_sign_assertion", "mail_sign_http_request"} <= listed, key.label
+
+
+async def test_suspension_expiry_and_revocation_on_both_surfaces(world, conn):
+    built, http, url = world
+    partner_id = await conn.fetchval("SELECT id FROM partners WHERE name = 'ours'")
+    await set_partner_status(conn, partner_id, "suspended")
+    await conn.execute("UPDATE api_keys SET expires_at = now() WHERE id = $1",
+                       (await authenticate(conn, f"Bearer {built.key('platform').token}")).key_id)
+    await revoke_key(conn, (await authenticate(
+        conn, f"Bearer {built.key('platform-test').token}")).key_id)
+    refused = {"partner": (403, "partner_suspended"), "tenant": (403, "partner_suspended"),
+               "identity": (403, "partner_suspended"), "platform": (401, "key_expired"),
+               "platform-test": (401, "key_revoked")}
+    for key in built.keys:
+        status, code = refused[key.label]
+        response, messages = await Wire(http, url, key.token).legacy("tools/list")
+        assert response.status_code == status, key.label
+        assert messages[0]["error"]["data"]["error"]["code"] == code
+        rest = await http.get("/v1/identities", headers={"Authorization": f"Bearer {key.token}"})
+        assert (rest.status_code, rest.json()["error"]["code"]) == (status, code), key.label
