@@ -2,11 +2,12 @@
 
 Modes, facets, ``semantic_coverage`` and ``degraded`` are described in ``shared.search.engine``.
 Scope (spec section 3): ``identity`` searches one identity; ``tenant`` (tenant, partner and platform
-keys; ``scope_denied`` for an identity key, and for a ``tenant_id`` the key does not reach) searches the tenant's active and paused identities, or
-the ``identity_ids`` given (at most 100; a tenant with more needs them: ``scope_too_large``). An
-``identity_ids`` entry of the tenant that is being deleted cannot be searched: it is skipped and
-listed in ``failed_identities`` with ``partial: true``. The tenant's ``custom:`` patterns and time
-zone apply. Cursors carry the offset, ``as_of`` and a fingerprint of the arguments.
+keys; ``scope_denied`` for an identity key, and for a ``tenant_id`` the key does not reach)
+searches the tenant's active and paused identities, or the ``identity_ids`` given (at most 100;
+a tenant with more needs them: ``scope_too_large``). An ``identity_ids`` entry of the tenant that
+is being deleted cannot be searched: it is skipped and listed in ``failed_identities`` with
+``partial: true``. The tenant's ``custom:`` patterns and time zone apply. Cursors carry the
+offset, ``as_of`` and a fingerprint of the arguments.
 """
 
 from __future__ import annotations
