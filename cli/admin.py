@@ -1,23 +1,29 @@
-"""``pylota`` administration: migrations, tenants, identities, API keys, reindex."""
+"""``pylota`` administration: migrations, partners, tenants, identities, API keys of every
+level, signing keys, reindex."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
 
 from cli.running import emit, run
-from shared.auth.keys import KeyInfo, create_key, list_keys, revoke_key
-from shared.auth.permissions import parse_permissions
+from shared.auth.keys import (KeyInfo, create_key, create_partner_key, create_platform_key,
+                              list_keys, revoke_key)
+from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission, parse_permissions
 from shared.config import Settings
 from shared.db import connect, ensure_database, migrate
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.reindex import Reindexed, reindex as rederive
 from shared.mail.patterns import set_pattern
 from shared.mail.trust import TrustPolicy
+from shared.signing import KeyPurpose, rotate_key
+from shared.signing.keys import SigningKey
 from shared.tenancy import store as tenancy
 
-__all__ = ["migrate_cmd", "tenants", "identities", "keys", "reindex"]
+__all__ = ["migrate_cmd", "partners", "tenants", "identities", "keys", "signing_keys", "reindex"]
 
 
 @click.command("migrate")
@@ -42,6 +48,75 @@ def migrate_cmd() -> None:
 
 
 @click.group()
+def partners() -> None:
+    """Manage partners: their keys reach only their own tenants."""
+
+
+@partners.command("create")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the partner as JSON.")
+def partners_create(name: str, as_json: bool) -> None:
+    """Create a partner called NAME and print its id."""
+
+    async def work(settings: Settings) -> tenancy.Partner:
+        conn = await connect(settings.database_url)
+        try:
+            return await tenancy.create_partner(conn, name)
+        finally:
+            await conn.close()
+
+    partner = run(work)
+    emit(partner, as_json, partner.id)
+
+
+def _set_status(partner: str, status: str) -> tenancy.Partner:
+    async def work(settings: Settings) -> tenancy.Partner:
+        conn = await connect(settings.database_url)
+        try:
+            found = await tenancy.resolve_partner(conn, partner)
+            return await tenancy.set_partner_status(conn, found.id, status)
+        finally:
+            await conn.close()
+
+    return run(work)
+
+
+@partners.command("suspend")
+@click.argument("partner")
+@click.option("--json", "as_json", is_flag=True, help="Print the partner as JSON.")
+def partners_suspend(partner: str, as_json: bool) -> None:
+    """Suspend PARTNER (id or name): from the next request on, its keys and its tenants' keys get
+    403 partner_suspended."""
+    done = _set_status(partner, "suspended")
+    emit(done, as_json, f"suspended {done.id}")
+
+
+@partners.command("resume")
+@click.argument("partner")
+@click.option("--json", "as_json", is_flag=True, help="Print the partner as JSON.")
+def partners_resume(partner: str, as_json: bool) -> None:
+    """Lift the suspension of PARTNER (id or name)."""
+    done = _set_status(partner, "active")
+    emit(done, as_json, f"resumed {done.id}")
+
+
+@partners.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the partners as JSON.")
+def partners_list(as_json: bool) -> None:
+    """List the partners and their status."""
+
+    async def work(settings: Settings) -> list[tenancy.Partner]:
+        conn = await connect(settings.database_url)
+        try:
+            return await tenancy.list_partners(conn)
+        finally:
+            await conn.close()
+
+    found = run(work)
+    emit(found, as_json, "\n".join(f"{p.id}  {p.status}  {p.name}" for p in found))
+
+
+@click.group()
 def tenants() -> None:
     """Manage tenants (workspaces)."""
 
@@ -50,20 +125,53 @@ def tenants() -> None:
 @click.argument("name")
 @click.option("--time-zone", default="UTC", show_default=True, help="IANA zone for date operators.")
 @click.option("--test-mode", is_flag=True, help="A test tenant: its keys are pmk_test_….")
+@click.option("--partner", help="Partner id (par_…) or name: the partner's keys reach it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON.")
-def tenants_create(name: str, time_zone: str, test_mode: bool, as_json: bool) -> None:
+def tenants_create(name: str, time_zone: str, test_mode: bool, partner: str | None,
+                   as_json: bool) -> None:
     """Create a tenant called NAME and print its id."""
 
     async def work(settings: Settings) -> tenancy.Tenant:
         conn = await connect(settings.database_url)
         try:
+            partner_id = None if partner is None else (
+                await tenancy.resolve_partner(conn, partner)).id
             return await tenancy.create_tenant(conn, name, time_zone=time_zone,
-                                               mode="test" if test_mode else "live")
+                                               mode="test" if test_mode else "live",
+                                               partner_id=partner_id)
         finally:
             await conn.close()
 
     tenant = run(work)
     emit(tenant, as_json, tenant.id)
+
+
+@tenants.command("set-policy")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--accountable-human/--no-accountable-human", default=None,
+              help="Whether an accountable human stands behind the workspace's agents (the "
+                   "accountable_human claim of mail_sign_assertion).")
+@click.option("--signed-requests/--no-signed-requests", default=None,
+              help="Whether the workspace's agents may sign HTTP requests "
+                   "(mail_sign_http_request; otherwise policy_denied).")
+@click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON.")
+def tenants_set_policy(tenant: str, accountable_human: bool | None,
+                       signed_requests: bool | None, as_json: bool) -> None:
+    """Set the agent identity policy of a tenant; options left out keep their value."""
+
+    async def work(settings: Settings) -> tenancy.Tenant:
+        conn = await connect(settings.database_url)
+        try:
+            found = await tenancy.resolve_tenant(conn, tenant)
+            return await tenancy.set_tenant_policy(conn, found.id,
+                                                   accountable_human=accountable_human,
+                                                   allow_signed_requests=signed_requests)
+        finally:
+            await conn.close()
+
+    done = run(work)
+    emit(done, as_json, f"{done.id}  accountable_human={str(done.accountable_human).lower()}"
+                        f"  signed_requests={str(done.allow_signed_requests).lower()}")
 
 
 @tenants.command("set-pattern")
@@ -117,33 +225,118 @@ def keys() -> None:
     """Manage API keys."""
 
 
+class Expiry(click.ParamType):
+    """``--expires``: a duration from now (``90m``, ``12h``, ``30d``) or an RFC 3339 instant with
+    its offset (``2027-01-01T00:00:00Z``); it must lie in the future."""
+
+    name = "expiry"
+    _DURATION = re.compile(r"([1-9]\d*)([mhd])")
+    _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        now = datetime.now(timezone.utc)
+        if found := self._DURATION.fullmatch(value.strip()):
+            return now + timedelta(**{self._UNITS[found.group(2)]: int(found.group(1))})
+        try:
+            at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            self.fail(f"{value!r} is neither a duration (90m, 12h, 30d) nor an RFC 3339 instant",
+                      param, ctx)
+        if at.tzinfo is None:
+            self.fail(f"{value!r} has no offset; add Z or +01:00", param, ctx)
+        if at <= now:
+            self.fail(f"{value!r} is in the past", param, ctx)
+        return at
+
+
+def _level_of(level: str | None, partner: str | None, tenant: str | None,
+              identity: str | None) -> KeyLevel:
+    """The key level asked for: ``--level``, else the narrowest scope option given. Platform keys
+    need ``--level platform`` said out loud, so a forgotten option never mints one."""
+    inferred = (KeyLevel.IDENTITY if identity else KeyLevel.TENANT if tenant
+                else KeyLevel.PARTNER if partner else None)
+    chosen = KeyLevel(level) if level else inferred
+    if chosen is None:
+        raise click.UsageError("pass --tenant, --identity or --partner, or --level platform")
+    allowed = {KeyLevel.PLATFORM: set(), KeyLevel.PARTNER: {"partner"},
+               KeyLevel.TENANT: {"tenant"}, KeyLevel.IDENTITY: {"identity", "tenant"}}[chosen]
+    given = {name for name, value in (("partner", partner), ("tenant", tenant),
+                                      ("identity", identity)) if value is not None}
+    if extra := sorted(given - allowed):
+        raise click.UsageError(f"a {chosen} key takes no {', '.join(f'--{e}' for e in extra)}")
+    needed = {KeyLevel.PARTNER: "partner", KeyLevel.TENANT: "tenant",
+              KeyLevel.IDENTITY: "identity"}.get(chosen)
+    if needed is not None and needed not in given:
+        raise click.UsageError(f"a {chosen} key needs --{needed}")
+    return chosen
+
+
 @keys.command("create")
-@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--level", type=click.Choice([lv.value for lv in KeyLevel]),
+              help="platform (every tenant), partner (the partner's tenants), tenant or identity; "
+                   "default: the narrowest of --identity, --tenant, --partner given.")
+@click.option("--partner", help="Partner id (par_…) or name: makes a partner key.")
+@click.option("--tenant", help="Tenant id (ten_…) or name: makes a tenant key.")
 @click.option("--identity", help="Identity id (idn_…) or address: makes an identity key.")
 @click.option("--permissions", required=True,
-              help="Comma-separated, e.g. identities:read,messages:read,search:read; or 'all'.")
+              help="Comma-separated, e.g. identities:read,messages:read,search:read; or 'all' "
+                   "(every permission the level may hold).")
 @click.option("--name", help="A label for the key.")
+@click.option("--expires", type=Expiry(),
+              help="When the key stops working: 90m, 12h, 30d, or an instant such as "
+                   "2027-01-01T00:00:00Z. Default: never.")
+@click.option("--test-mode", is_flag=True,
+              help="Platform and partner keys: a pmk_test_… key, which reaches test tenants only "
+                   "(tenant and identity keys take their tenant's mode).")
 @click.option("--json", "as_json", is_flag=True, help="Print id, token and scope as JSON.")
-def keys_create(tenant: str, identity: str | None, permissions: str, name: str | None,
-                as_json: bool) -> None:
+def keys_create(level: str | None, partner: str | None, tenant: str | None,
+                identity: str | None, permissions: str, name: str | None,
+                expires: datetime | None, test_mode: bool, as_json: bool) -> None:
     """Create an API key and print its token (shown once) alone on stdout."""
+    chosen = _level_of(level, partner, tenant, identity)
+    if test_mode and chosen in (KeyLevel.TENANT, KeyLevel.IDENTITY):
+        raise click.UsageError("--test-mode is for platform and partner keys; a tenant or "
+                               "identity key takes its tenant's mode")
     try:
-        perms = parse_permissions(permissions)
+        perms = (sorted(set(Permission) - FORBIDDEN_FOR_LEVEL[chosen])
+                 if permissions.strip() == "all" else parse_permissions(permissions))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--permissions") from None
+    mode = "test" if test_mode else "live"
 
     async def work(settings: Settings) -> dict[str, Any]:
         conn = await connect(settings.database_url)
         try:
-            found = await tenancy.resolve_tenant(conn, tenant)
-            identity_id = None
-            if identity is not None:
-                identity_id = (await tenancy.resolve_identity(
-                    conn, identity, tenant_ids=[found.id])).id
-            key_id, token = await create_key(conn, tenant_id=found.id, identity_id=identity_id,
-                                             permissions=perms, name=name)
-            return {"id": key_id, "token": token, "tenant_id": found.id,
-                    "identity_id": identity_id, "permissions": [p.value for p in perms]}
+            partner_id = tenant_id = identity_id = None
+            if chosen is KeyLevel.PLATFORM:
+                key_id, token = await create_platform_key(
+                    conn, permissions=perms, mode=mode, name=name, expires_at=expires)
+            elif chosen is KeyLevel.PARTNER:
+                assert partner is not None
+                partner_id = (await tenancy.resolve_partner(conn, partner)).id
+                key_id, token = await create_partner_key(
+                    conn, partner_id=partner_id, permissions=perms, mode=mode, name=name,
+                    expires_at=expires)
+            else:
+                scope = None if tenant is None else [(await tenancy.resolve_tenant(conn,
+                                                                                  tenant)).id]
+                if identity is not None:
+                    found = await tenancy.resolve_identity(conn, identity, tenant_ids=scope)
+                    identity_id, tenant_id = found.id, found.tenant_id
+                else:
+                    assert scope is not None
+                    tenant_id = scope[0]
+                key_id, token = await create_key(conn, tenant_id=tenant_id,
+                                                 identity_id=identity_id, permissions=perms,
+                                                 name=name, expires_at=expires)
+            return {"id": key_id, "token": token, "level": chosen.value,
+                    "partner_id": partner_id, "tenant_id": tenant_id,
+                    "identity_id": identity_id, "permissions": [p.value for p in perms],
+                    "mode": token.split("_")[1],
+                    "expires_at": expires.isoformat() if expires else None}
         finally:
             await conn.close()
 
@@ -152,22 +345,38 @@ def keys_create(tenant: str, identity: str | None, permissions: str, name: str |
 
 
 @keys.command("list")
-@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--tenant", help="Tenant id (ten_…) or name: its tenant and identity keys.")
+@click.option("--partner", help="Partner id (par_…) or name: its partner keys.")
+@click.option("--level", type=click.Choice([lv.value for lv in KeyLevel]),
+              help="Only keys of this level.")
 @click.option("--json", "as_json", is_flag=True, help="Print the keys as JSON.")
-def keys_list(tenant: str, as_json: bool) -> None:
-    """List a tenant's keys (ids and token hints; tokens are never stored)."""
+def keys_list(tenant: str | None, partner: str | None, level: str | None,
+              as_json: bool) -> None:
+    """List keys (ids and token hints; tokens are never stored), every key unless filtered."""
 
     async def work(settings: Settings) -> list[KeyInfo]:
         conn = await connect(settings.database_url)
         try:
-            return await list_keys(conn, (await tenancy.resolve_tenant(conn, tenant)).id)
+            tenant_id = None if tenant is None else (
+                await tenancy.resolve_tenant(conn, tenant)).id
+            partner_id = None if partner is None else (
+                await tenancy.resolve_partner(conn, partner)).id
+            return await list_keys(conn, tenant_id, partner_id=partner_id,
+                                   level=KeyLevel(level) if level else None)
         finally:
             await conn.close()
 
+    def line(k: KeyInfo) -> str:
+        scope = k.identity_id or k.tenant_id or k.partner_id or "platform"
+        used = k.last_used_at.strftime("%Y-%m-%dT%H:%MZ") if k.last_used_at else "never"
+        state = ("  revoked" if k.revoked_at else
+                 "  expired" if k.expires_at and k.expires_at <= datetime.now(timezone.utc)
+                 else "")
+        return (f"{k.id}  {k.token_hint}  {k.level}  {scope}  {','.join(k.permissions)}"
+                f"  used {used}{f'  {k.name}' if k.name else ''}{state}")
+
     found = run(work)
-    emit(found, as_json, "\n".join(
-        f"{k.id}  {k.token_hint}  {k.level}  {','.join(k.permissions)}"
-        f"{'  revoked' if k.revoked_at else ''}" for k in found))
+    emit(found, as_json, "\n".join(line(k) for k in found))
 
 
 @keys.command("revoke")
@@ -185,6 +394,32 @@ def keys_revoke(key_id: str, as_json: bool) -> None:
 
     revoked = run(work)
     emit(revoked, as_json, f"revoked {revoked.id}")
+
+
+@click.group("signing-keys")
+def signing_keys() -> None:
+    """Manage the deployment's signing keys (mail_sign_assertion, mail_sign_http_request)."""
+
+
+@signing_keys.command("rotate")
+@click.option("--purpose", type=click.Choice(["all", *(p.value for p in KeyPurpose)]),
+              default="all", show_default=True,
+              help="assertion (the JWKS), http_signature (the Web Bot Auth directory), or both.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new keys as JSON.")
+def signing_keys_rotate(purpose: str, as_json: bool) -> None:
+    """Make a new active signing key and retire the old one, which stays published until the
+    last token or signature it made has expired (11 minutes). Prints the new kid(s)."""
+    purposes = list(KeyPurpose) if purpose == "all" else [KeyPurpose(purpose)]
+
+    async def work(settings: Settings) -> list[SigningKey]:
+        conn = await connect(settings.database_url)
+        try:
+            return [await rotate_key(conn, p, settings.pm_signing_secret) for p in purposes]
+        finally:
+            await conn.close()
+
+    rotated = run(work)
+    emit(rotated, as_json, "\n".join(f"{k.purpose.value}  {k.kid}" for k in rotated))
 
 
 @click.command()

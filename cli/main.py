@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.admin import identities, keys, migrate_cmd, reindex, tenants
+from cli.admin import identities, keys, migrate_cmd, partners, reindex, signing_keys, tenants
 from cli.mail import embeddings, import_cmd
 from cli.processes import serve, worker
 
@@ -16,6 +16,6 @@ def main() -> None:
     """Pylota Mail: business email for AI agents over MCP and REST."""
 
 
-for command in (migrate_cmd, tenants, identities, keys, reindex, import_cmd, embeddings, serve,
-                worker):
+for command in (migrate_cmd, partners, tenants, identities, keys, signing_keys, reindex,
+                import_cmd, embeddings, serve, worker):
     main.add_command(command)

@@ -1,8 +1,9 @@
 """The Litestar application factory.
 
 ``create_app(settings)`` builds the app: ``POST /mcp`` (``front.mcp``) and the REST API under
-``/v1`` (``front.rest``), both on the one call pipeline (``shared.tools.call``), behind load
-shedding (``front.shedding``). Its lifespan opens the process's resources
+``/v1`` (``front.rest``), both on the one call pipeline (``shared.tools.call``), and the signing
+keys' public documents under ``/.well-known`` (``front.wellknown``), behind load shedding
+(``front.shedding``). Its lifespan opens the process's resources
 (``front.resources``) and closes them on exit. Tests pass their own ``tools`` and ``prompts``
 (the conformance suite's fixtures); the product registers only the real registry.
 """
@@ -20,6 +21,7 @@ from front.resources import open_resources
 from front.rest.routes import rest_routes
 from front.rest.errors import EXCEPTION_HANDLERS
 from front.shedding import shedding
+from front.wellknown import wellknown_routes
 from shared.config import Settings
 from shared.logs import configure
 from shared.tools.registry import TOOLS, ToolSpec
@@ -38,7 +40,8 @@ def create_app(settings: Settings, *, tools: Sequence[ToolSpec] = TOOLS,
             app.state.resources = resources
             yield
 
-    return Litestar(route_handlers=[*mcp_routes(prompts), *rest_routes(tools)],
+    return Litestar(route_handlers=[*mcp_routes(prompts), *rest_routes(tools),
+                                    *wellknown_routes()],
                     lifespan=[lifespan], middleware=[shedding(settings.pm_max_in_flight)],
                     exception_handlers=EXCEPTION_HANDLERS, openapi_config=None, debug=False,
                     request_max_body_size=None)

@@ -126,6 +126,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Secret that encrypts the signing keys at rest (shared/signing/keys.py), at least
     #: MIN_SIGNING_SECRET_LENGTH characters; unset, the signing tools answer ``unavailable``.
     pm_signing_secret: str = ""
+    #: Web Bot Auth signed HTTP requests (mail_sign_http_request): ``off`` (the default) lists
+    #: the tool but every call gets ``web_bot_auth_disabled`` (spec section 4.3).
+    pm_web_bot_auth: Literal["on", "off"] = "off"
 
     def __post_init__(self) -> None:
         # A short secret would make the encrypted private keys guessable; refusing it at start-up

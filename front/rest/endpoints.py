@@ -52,4 +52,10 @@ REST_ROUTES: tuple[RestRoute, ...] = (
               "Wait for a new matching message (SSE with Accept: text/event-stream, else long "
               "poll).", path_args={"identity_id": "identity"},
               query={"timeout": "timeout_seconds"}),
+    RestRoute("POST", "/v1/identities/{identity_id:str}/assertions", "mail_sign_assertion",
+              "Sign an agent assertion (a JWT) for a third-party service.",
+              path_args={"identity_id": "identity"}, status=201),
+    RestRoute("POST", "/v1/identities/{identity_id:str}/http-signatures",
+              "mail_sign_http_request", "Sign one HTTP request with Web Bot Auth headers.",
+              path_args={"identity_id": "identity"}),
 )

@@ -1,5 +1,5 @@
 """Partners, tenants, identities and their addresses (the tables ``store`` owns)."""
 
-from shared.tenancy.store import Identity, Tenant
+from shared.tenancy.store import Identity, Partner, Tenant
 
-__all__ = ["Identity", "Tenant"]
+__all__ = ["Identity", "Partner", "Tenant"]

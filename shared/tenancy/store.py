@@ -3,6 +3,11 @@
 Functions take the connection first so that the caller owns the transaction. Rows leave as
 Structs. Addresses are addr-specs stored lower-cased (RFC 5321 section 2.4 lets the local part be
 case-sensitive, but no mail system in use relies on it, and lookups must be stable).
+
+Reach (spec section 3): a partner's tenants are those whose ``partner_id`` is the partner (a
+tenant with no partner belongs to none); a key of one mode (``live``/``test``) reaches only
+tenants of that mode (L4). :func:`platform_tenant_ids` and :func:`partner_tenant_ids` answer
+both rules in one query each.
 """
 
 from __future__ import annotations
@@ -16,15 +21,28 @@ from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, is_id, new_id
 
 __all__ = [
-    "Tenant", "Identity", "create_tenant", "get_tenant", "resolve_tenant",
-    "create_identity", "resolve_identity", "list_identities", "identity_of_address",
-    "identity_statuses", "partner_tenant_ids", "tenant_mode", "identity_tenant_id",
-    "identity_addresses", "partner_status",
+    "Partner", "Tenant", "Identity", "KeyStanding", "create_partner", "resolve_partner",
+    "set_partner_status", "list_partners", "create_tenant", "get_tenant", "resolve_tenant",
+    "set_tenant_policy", "create_identity", "resolve_identity", "list_identities",
+    "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
+    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing",
 ]
 
 
+class Partner(msgspec.Struct, frozen=True, kw_only=True):
+    """A reseller or integrator whose keys reach its own tenants; ``status`` is ``active`` or
+    ``suspended`` (then its keys and its tenants' keys are refused, spec section 3)."""
+
+    id: str
+    name: str
+    status: str
+    created_at: datetime
+
+
 class Tenant(msgspec.Struct, frozen=True, kw_only=True):
-    """A workspace and its policy (time zone, agentic limits, recipient cap)."""
+    """A workspace and its policy (time zone, agentic limits, recipient cap, and the signing
+    tools' policy: whether an accountable human stands behind its agents, whether they may sign
+    HTTP requests)."""
 
     id: str
     name: str
@@ -34,7 +52,18 @@ class Tenant(msgspec.Struct, frozen=True, kw_only=True):
     agentic_max_steps: int
     agentic_max_seconds: int
     max_recipients: int
+    accountable_human: bool
+    allow_signed_requests: bool
     created_at: datetime
+
+
+class KeyStanding(msgspec.Struct, frozen=True, kw_only=True):
+    """What authentication needs to know beside the key row: the status of the key's partner
+    (its own, or its tenant's; None when there is none) and the mode of its tenant (None for a
+    key without a tenant, or when the tenant is gone)."""
+
+    partner_status: str | None
+    tenant_mode: str | None
 
 
 class Identity(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,7 +79,9 @@ class Identity(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _TENANT_COLUMNS = ("id, name, partner_id, mode, time_zone, agentic_max_steps,"
-                   " agentic_max_seconds, max_recipients, created_at")
+                   " agentic_max_seconds, max_recipients, accountable_human,"
+                   " allow_signed_requests, created_at")
+_PARTNER_COLUMNS = "id, name, status, created_at"
 
 _IDENTITY_SELECT = """
 SELECT i.id, i.tenant_id, i.display_name, i.purpose, i.status, i.created_at,
@@ -60,12 +91,72 @@ FROM identities i LEFT JOIN identity_addresses a ON a.identity_id = i.id
 """
 
 
-async def create_tenant(conn: asyncpg.Connection, name: str, *, time_zone: str = "UTC",
-                        mode: str = "live") -> Tenant:
-    """Create a tenant named ``name``.
+async def create_partner(conn: asyncpg.Connection, name: str) -> Partner:
+    """Create an active partner named ``name``.
 
     Raises:
-        PylotaError: ``invalid_request`` when the name is taken or the time zone is unknown.
+        PylotaError: ``invalid_request`` (path ``name``) when the name is empty or taken.
+    """
+    if not name.strip():
+        raise invalid("name", "The partner name is empty.", "Pass a non-empty NAME.")
+    try:
+        row = await conn.fetchrow(
+            f"INSERT INTO partners (id, name) VALUES ($1, $2) RETURNING {_PARTNER_COLUMNS}",
+            new_id(Prefix.PARTNER), name.strip())
+    except asyncpg.UniqueViolationError as exc:
+        raise invalid("name", f"A partner named {name!r} exists already.",
+                      "Choose another name, or use the existing partner.") from exc
+    return Partner(**dict(row))
+
+
+async def resolve_partner(conn: asyncpg.Connection, ref: str) -> Partner:
+    """Find a partner by id or by name.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``partner``) when none matches.
+    """
+    row = await conn.fetchrow(
+        f"SELECT {_PARTNER_COLUMNS} FROM partners WHERE id = $1 OR name = $1", ref)
+    if row is None:
+        raise invalid("partner", f"No partner {ref!r}.",
+                      "Pass a partner id (par_…) or name; `pylota partners create NAME` makes one.")
+    return Partner(**dict(row))
+
+
+async def set_partner_status(conn: asyncpg.Connection, partner_id: str, status: str) -> Partner:
+    """Set the partner's status to ``active`` or ``suspended``; from the next request on, a
+    suspended partner's keys and its tenants' keys get ``partner_suspended`` (spec section 3).
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``partner``) when there is no such partner, or
+            (``status``) for another status.
+    """
+    if status not in ("active", "suspended"):
+        raise invalid("status", f"Unknown partner status {status!r}.",
+                      "Use active or suspended.")
+    row = await conn.fetchrow(
+        f"UPDATE partners SET status = $2 WHERE id = $1 RETURNING {_PARTNER_COLUMNS}",
+        partner_id, status)
+    if row is None:
+        raise invalid("partner", f"No partner {partner_id!r}.",
+                      "Pass a partner id (par_…) from `pylota partners list`.")
+    return Partner(**dict(row))
+
+
+async def list_partners(conn: asyncpg.Connection) -> list[Partner]:
+    """Every partner, oldest first."""
+    rows = await conn.fetch(f"SELECT {_PARTNER_COLUMNS} FROM partners ORDER BY created_at, id")
+    return [Partner(**dict(r)) for r in rows]
+
+
+async def create_tenant(conn: asyncpg.Connection, name: str, *, time_zone: str = "UTC",
+                        mode: str = "live", partner_id: str | None = None) -> Tenant:
+    """Create a tenant named ``name``, of ``partner_id`` when given (its partner's keys then
+    reach it, spec section 3).
+
+    Raises:
+        PylotaError: ``invalid_request`` when the name is taken, the time zone is unknown, or
+            (path ``partner``) the partner does not exist.
     """
     if not name.strip():
         raise invalid("name", "The tenant name is empty.", "Pass a non-empty NAME.")
@@ -75,13 +166,39 @@ async def create_tenant(conn: asyncpg.Connection, name: str, *, time_zone: str =
                       "Use an IANA zone name such as Europe/London.")
     try:
         row = await conn.fetchrow(
-            f"INSERT INTO tenants (id, name, time_zone, mode) VALUES ($1, $2, $3, $4)"
-            f" RETURNING {_TENANT_COLUMNS}",
-            new_id(Prefix.TENANT), name.strip(), time_zone, mode,
+            f"INSERT INTO tenants (id, name, time_zone, mode, partner_id)"
+            f" VALUES ($1, $2, $3, $4, $5) RETURNING {_TENANT_COLUMNS}",
+            new_id(Prefix.TENANT), name.strip(), time_zone, mode, partner_id,
         )
     except asyncpg.UniqueViolationError as exc:
         raise invalid("name", f"A tenant named {name!r} exists already.",
                       "Choose another name, or use the existing tenant.") from exc
+    except asyncpg.ForeignKeyViolationError as exc:
+        raise invalid("partner", f"No partner {partner_id!r}.",
+                      "Pass a partner id (par_…) from `pylota partners list`.") from exc
+    return Tenant(**dict(row))
+
+
+async def set_tenant_policy(conn: asyncpg.Connection, tenant_id: str, *,
+                            accountable_human: bool | None = None,
+                            allow_signed_requests: bool | None = None) -> Tenant:
+    """Change the signing tools' policy of ``tenant_id``; None leaves a value as it is.
+
+    ``accountable_human`` is what mail_sign_assertion's ``accountable_human`` claim says;
+    ``allow_signed_requests`` false makes mail_sign_http_request ``policy_denied`` (spec
+    section 4.3).
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``tenant``) when there is no such tenant.
+    """
+    row = await conn.fetchrow(
+        f"""UPDATE tenants SET accountable_human = coalesce($2, accountable_human),
+                  allow_signed_requests = coalesce($3, allow_signed_requests)
+            WHERE id = $1 RETURNING {_TENANT_COLUMNS}""",
+        tenant_id, accountable_human, allow_signed_requests)
+    if row is None:
+        raise invalid("tenant", f"No tenant {tenant_id!r}.",
+                      "Pass a tenant id (ten_…) or name; `pylota tenants create NAME` makes one.")
     return Tenant(**dict(row))
 
 
@@ -203,10 +320,22 @@ async def identity_statuses(conn: asyncpg.Connection, tenant_id: str) -> dict[st
     return {r["id"]: r["status"] for r in rows}
 
 
-async def partner_tenant_ids(conn: asyncpg.Connection, partner_id: str | None) -> list[str]:
-    """The tenants whose partner is ``partner_id``; none for None (spec section 3: a tenant with
-    no partner never matches a partner key)."""
-    rows = await conn.fetch("SELECT id FROM tenants WHERE partner_id = $1 ORDER BY id", partner_id)
+async def partner_tenant_ids(conn: asyncpg.Connection, partner_id: str | None, *,
+                             mode: str) -> list[str]:
+    """The tenants of ``mode`` whose partner is ``partner_id``; none for None (spec section 3:
+    a tenant with no partner never matches a partner key; L4: a key reaches only its mode)."""
+    rows = await conn.fetch("SELECT id FROM tenants WHERE partner_id = $1 AND mode = $2"
+                            " ORDER BY id", partner_id, mode)
+    return [r["id"] for r in rows]
+
+
+async def platform_tenant_ids(conn: asyncpg.Connection, *, mode: str) -> list[str]:
+    """Every tenant of ``mode``: what a platform key of that mode reaches (spec section 3, L4).
+
+    One id per tenant: fine for thousands of tenants; a deployment with far more would scope
+    platform keys in SQL instead of by list.
+    """
+    rows = await conn.fetch("SELECT id FROM tenants WHERE mode = $1 ORDER BY id", mode)
     return [r["id"] for r in rows]
 
 
@@ -227,12 +356,14 @@ async def identity_addresses(conn: asyncpg.Connection, identity_id: str) -> set[
     return {r["address"] for r in rows}
 
 
-async def partner_status(conn: asyncpg.Connection, *, partner_id: str | None,
-                         tenant_id: str | None) -> str | None:
-    """The status (``active``, ``suspended``) of the partner ``partner_id``, else of the partner of
-    ``tenant_id``; None when neither names a partner (spec section 3: a suspended partner's keys
-    and its tenants' keys are refused)."""
-    return await conn.fetchval(
-        """SELECT p.status FROM partners p
-           WHERE p.id = coalesce($1, (SELECT t.partner_id FROM tenants t WHERE t.id = $2))""",
+async def key_standing(conn: asyncpg.Connection, *, partner_id: str | None,
+                       tenant_id: str | None) -> KeyStanding:
+    """The partner status and tenant mode a key's authentication checks, in one query: the
+    status of ``partner_id``, else of the partner of ``tenant_id``; the mode of ``tenant_id``."""
+    row = await conn.fetchrow(
+        """SELECT (SELECT p.status FROM partners p
+                   WHERE p.id = coalesce($1, (SELECT t.partner_id FROM tenants t
+                                              WHERE t.id = $2))) AS partner_status,
+                  (SELECT t.mode FROM tenants t WHERE t.id = $2) AS tenant_mode""",
         partner_id, tenant_id)
+    return KeyStanding(partner_status=row["partner_status"], tenant_mode=row["tenant_mode"])

@@ -6,13 +6,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shared.auth.permissions import KeyLevel
-from shared.errors import invalid
 from shared.tenancy.store import Identity, list_identities
 from shared.tools.arguments import TenantId
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
-from shared.tools.scope import tenant_scope
+from shared.tools.scope import reachable_tenant, tenant_scope
 
 DESCRIPTION = (
     "List the email identities (mailboxes) this key can use, with their addresses. Call this "
@@ -44,19 +42,18 @@ class ListIdentitiesResult(msgspec.Struct, kw_only=True):
 async def run(ctx: ToolContext, args: ListIdentitiesArgs) -> ListIdentitiesResult:
     """List identities the key reaches, ordered by id, ``limit`` per page.
 
+    ``tenant_id`` limits a platform or partner key to one of its tenants; a tenant or identity
+    key may name only its own.
+
     Raises:
-        PylotaError: ``invalid_request`` for a tenant_id on a tenant or identity key, or a bad
-            cursor.
+        PylotaError: ``scope_denied`` for a tenant_id the key does not reach (spec section 3),
+            ``invalid_request`` for a bad cursor.
     """
     principal = ctx.principal
     after = decode_cursor(args.cursor, "idn")["after"] if args.cursor else None
     async with ctx.db.acquire() as conn:
-        tenants = await tenant_scope(conn, principal)
-        if args.tenant_id is not None:
-            if principal.level in (KeyLevel.TENANT, KeyLevel.IDENTITY):
-                raise invalid("tenant_id", "tenant_id is for platform and partner keys only.",
-                              "Omit tenant_id: this key is bound to its tenant.")
-            tenants = [t for t in (tenants or [args.tenant_id]) if t == args.tenant_id]
+        tenants = [await reachable_tenant(conn, principal, args.tenant_id)] \
+            if args.tenant_id is not None else await tenant_scope(conn, principal)
         rows = await list_identities(
             conn, tenant_ids=tenants, identity_id=principal.identity_id, status=args.status,
             purpose=args.purpose, after_id=after, limit=args.limit + 1)

@@ -24,10 +24,12 @@ import msgspec
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
 from shared.ratelimit import Bucket
-from shared.tools import contacts, identities, messages, related, search, threads, wait
+from shared.tools import (contacts, identities, messages, related, search, sign_assertion,
+                          sign_http_request, threads, wait)
 from shared.tools.schema import input_schema, output_schema
 
-__all__ = ["Annotations", "READ_ONLY", "ALL_LEVELS", "ToolSpec", "TOOLS", "visible_to"]
+__all__ = ["Annotations", "READ_ONLY", "SIGNING", "ALL_LEVELS", "WORKSPACE_LEVELS", "ToolSpec",
+           "TOOLS", "visible_to"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,12 @@ class Annotations:
 
 
 READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
+#: The signing tools change nothing a caller can see, and each call makes a new token, so a
+#: repeat is not the same call; they reach no outside system (the caller's client does).
+SIGNING = Annotations(read_only=True, destructive=False, idempotent=False, open_world=False)
 ALL_LEVELS = frozenset(KeyLevel)
+#: Keys bound to one workspace (DESIGN.md section 5.2: the signing tools, mail_get_usage).
+WORKSPACE_LEVELS = frozenset({KeyLevel.TENANT, KeyLevel.IDENTITY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,16 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="mail_wait", title="Wait for a message", description=wait.DESCRIPTION,
              args=wait.WaitArgs, result=wait.WaitResult, permission=Permission.MESSAGES_READ,
              annotations=READ_ONLY, runs_on="worker", handler=wait.run),
+    ToolSpec(name="mail_sign_assertion", title="Sign an agent assertion",
+             description=sign_assertion.DESCRIPTION, args=sign_assertion.SignAssertionArgs,
+             result=sign_assertion.AssertionResult, permission=Permission.IDENTITIES_SIGN,
+             annotations=SIGNING, levels=WORKSPACE_LEVELS, bucket="RL_SIGN",
+             handler=sign_assertion.run),
+    ToolSpec(name="mail_sign_http_request", title="Sign an HTTP request",
+             description=sign_http_request.DESCRIPTION, args=sign_http_request.SignHttpRequestArgs,
+             result=sign_http_request.SignedRequest, permission=Permission.IDENTITIES_SIGN,
+             annotations=SIGNING, levels=WORKSPACE_LEVELS, bucket="RL_SIGN",
+             handler=sign_http_request.run),
 )
 
 

@@ -1,4 +1,10 @@
-"""Which identities and tenants a key reaches (spec section 3, "Identity argument")."""
+"""Which identities and tenants a key reaches (spec section 3, "Identity argument", and L4).
+
+A platform key reaches every tenant of its mode, a partner key the tenants of its mode whose
+partner is its partner, a tenant or identity key its own tenant (whose mode authentication has
+checked). Out of reach looks the same as missing: ``identity_not_found`` for an identity,
+``scope_denied`` for a tenant (:func:`reachable_tenant`).
+"""
 
 from __future__ import annotations
 
@@ -7,23 +13,41 @@ import asyncpg
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel
 from shared.errors import ErrorCode, PylotaError, invalid
-from shared.tenancy.store import Identity, partner_tenant_ids, resolve_identity
+from shared.tenancy.store import (Identity, partner_tenant_ids, platform_tenant_ids,
+                                  resolve_identity)
 
-__all__ = ["tenant_scope", "identity_for", "lookup_identity"]
+__all__ = ["tenant_scope", "reachable_tenant", "identity_for", "acting_identity_for",
+           "lookup_identity"]
 
 
-async def tenant_scope(conn: asyncpg.Connection, principal: Principal) -> list[str] | None:
-    """Tenant ids the key reaches; None means every tenant (platform keys).
+async def tenant_scope(conn: asyncpg.Connection, principal: Principal) -> list[str]:
+    """Tenant ids the key reaches, in id order (see the module docstring).
 
     A partner key reaches only tenants whose partner_id is its partner; a tenant with no partner
-    never matches (spec section 3).
+    never matches (spec section 3). Platform and partner keys reach only tenants of their own
+    mode (L4).
     """
     if principal.level is KeyLevel.PLATFORM:
-        return None
+        return await platform_tenant_ids(conn, mode=principal.mode)
     if principal.level is KeyLevel.PARTNER:
-        return await partner_tenant_ids(conn, principal.partner_id)
+        return await partner_tenant_ids(conn, principal.partner_id, mode=principal.mode)
     assert principal.tenant_id is not None
     return [principal.tenant_id]
+
+
+async def reachable_tenant(conn: asyncpg.Connection, principal: Principal,
+                           tenant_id: str) -> str:
+    """``tenant_id`` when ``principal`` reaches it (a tool's ``tenant_id`` argument).
+
+    Raises:
+        PylotaError: ``scope_denied`` when the key does not reach that tenant, whether or not it
+            exists (spec section 3: scope failures reveal nothing).
+    """
+    if tenant_id not in await tenant_scope(conn, principal):
+        raise PylotaError(ErrorCode.SCOPE_DENIED, f"This key cannot reach tenant {tenant_id}.",
+                          fix="Pass a tenant_id this key reaches (a partner key: one of its own "
+                              "tenants), or omit tenant_id for a tenant or identity key.")
+    return tenant_id
 
 
 async def identity_for(conn: asyncpg.Connection, principal: Principal,
@@ -51,6 +75,24 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
                       "Pass identity: an idn_… id or an address from mail_list_identities.")
     return await resolve_identity(conn, identity, tenant_ids=await tenant_scope(conn, principal),
                                   for_key=True)
+
+
+async def acting_identity_for(conn: asyncpg.Connection, principal: Principal,
+                              identity: str | None) -> Identity:
+    """:func:`identity_for`, for a tool that acts as the identity (the signing tools): an
+    identity that is being deleted, or was, cannot act (spec section 4.3, mail_list_identities),
+    and is answered as missing.
+
+    Raises:
+        PylotaError: as :func:`identity_for`; ``identity_not_found`` also for a deleting or
+            deleted identity.
+    """
+    found = await identity_for(conn, principal, identity)
+    if found.status in ("deleting", "deleted"):
+        raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
+                          f"No identity {identity or found.id!r} that can act for this key.",
+                          fix="Call mail_list_identities and pass an active or paused identity.")
+    return found
 
 
 async def lookup_identity(conn: asyncpg.Connection, principal: Principal, address: str) -> Identity:

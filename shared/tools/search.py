@@ -2,11 +2,12 @@
 
 Modes, facets, ``semantic_coverage`` and ``degraded`` are described in ``shared.search.engine``.
 Scope (spec section 3): ``identity`` searches one identity; ``tenant`` (tenant, partner and platform
-keys; ``scope_denied`` for an identity key) searches the tenant's active and paused identities, or
-the ``identity_ids`` given (at most 100; a tenant with more needs them: ``scope_too_large``). An
-``identity_ids`` entry of the tenant that is being deleted cannot be searched: it is skipped and
-listed in ``failed_identities`` with ``partial: true``. The tenant's ``custom:`` patterns and time
-zone apply. Cursors carry the offset, ``as_of`` and a fingerprint of the arguments.
+keys; ``scope_denied`` for an identity key, and for a ``tenant_id`` the key does not reach)
+searches the tenant's active and paused identities, or the ``identity_ids`` given (at most 100;
+a tenant with more needs them: ``scope_too_large``). An ``identity_ids`` entry of the tenant that
+is being deleted cannot be searched: it is skipped and listed in ``failed_identities`` with
+``partial: true``. The tenant's ``custom:`` patterns and time zone apply. Cursors carry the
+offset, ``as_of`` and a fingerprint of the arguments.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from shared.budget import cut, drop_to_fit
 from shared.tools.arguments import IdentityId, IdentityRef, Instant, TenantId
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
-from shared.tools.scope import identity_for, tenant_scope
+from shared.tools.scope import identity_for, reachable_tenant
 
 DESCRIPTION = (
     "Search a mailbox and get ranked hits with message IDs, snippets, reasons (\"why\") and "
@@ -147,16 +148,12 @@ async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs) -
     if principal.level is KeyLevel.IDENTITY:
         raise PylotaError(ErrorCode.SCOPE_DENIED, "An identity key cannot search the whole tenant.",
                           fix="Use scope \"identity\" (the default), or a tenant key.")
-    tenant_id = principal.tenant_id or args.tenant_id
+    tenant_id = args.tenant_id or principal.tenant_id
     if tenant_id is None:
         raise invalid("tenant_id", "Platform and partner keys must name the tenant.",
                       "Pass tenant_id with scope \"tenant\".")
-    reachable = await tenant_scope(conn, principal)
-    tenant = await get_tenant(conn, tenant_id)
-    if tenant is None or (reachable is not None and tenant_id not in reachable) or (
-            principal.tenant_id is not None and args.tenant_id not in (None, principal.tenant_id)):
-        raise invalid("tenant_id", "No such tenant for this key.",
-                      "Omit tenant_id for a tenant key; otherwise pass one of your tenants.")
+    tenant = await get_tenant(conn, await reachable_tenant(conn, principal, tenant_id))
+    assert tenant is not None  # reachable tenants exist
     statuses = await identity_statuses(conn, tenant_id)
     searchable = [i for i, status in statuses.items() if status in ("active", "paused")]
     if args.identity_ids:

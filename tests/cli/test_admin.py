@@ -1,6 +1,9 @@
-"""The admin commands as a user runs them: output on stdout, errors on stderr with the fix."""
+"""The admin commands as a user runs them: output on stdout, errors on stderr with the fix;
+partners, keys of every level, tenant policy and signing keys (issue 13)."""
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
 
 import msgspec
 import pytest
@@ -89,3 +92,105 @@ async def test_keys_list_and_revoke(db_url, conn):
     assert raised.value.code is ErrorCode.KEY_REVOKED
     missing = pylota(db_url, "keys", "revoke", "key_nope")
     assert missing.returncode == 2 and "No key 'key_nope'" in missing.stderr
+
+
+async def test_partners_suspension_and_keys_of_every_level(db_url, conn):
+    partner = pylota(db_url, "partners", "create", "Reseller", "--json")
+    assert partner.returncode == 0, partner.stderr
+    partner_id = msgspec.json.decode(partner.stdout)["id"]
+    tenant = pylota(db_url, "tenants", "create", "Shop", "--partner", "Reseller", "--json")
+    assert msgspec.json.decode(tenant.stdout)["partner_id"] == partner_id
+    assert pylota(db_url, "identities", "create", "--tenant", "Shop",
+                  "--address", "desk@shop.example").returncode == 0
+
+    made = {}
+    for level, scope in (("platform", []), ("partner", ["--partner", "Reseller"]),
+                         ("tenant", ["--tenant", "Shop"]),
+                         ("identity", ["--identity", "desk@shop.example"])):
+        created = pylota(db_url, "keys", "create", "--level", level, *scope, "--permissions",
+                         "all", "--name", f"{level} key", "--json")
+        assert created.returncode == 0, (level, created.stderr)
+        made[level] = msgspec.json.decode(created.stdout)
+        principal = await authenticate(conn, f"Bearer {made[level]['token']}")
+        assert principal.level is KeyLevel(level)
+    for level in ("platform", "partner"):  # 'all' is what the level may hold
+        assert set(made[level]["permissions"]) == {p.value for p in Permission} - {
+            "identities:sign", "usage:read"}
+    assert made["partner"]["partner_id"] == partner_id
+    assert made["identity"]["tenant_id"] == made["tenant"]["tenant_id"]
+
+    assert pylota(db_url, "partners", "suspend", partner_id).stdout.strip() == \
+        f"suspended {partner_id}"
+    for level in ("partner", "tenant", "identity"):
+        with pytest.raises(PylotaError) as raised:
+            await authenticate(conn, f"Bearer {made[level]['token']}")
+        assert raised.value.code is ErrorCode.PARTNER_SUSPENDED
+    await authenticate(conn, f"Bearer {made['platform']['token']}")
+    listed = msgspec.json.decode(pylota(db_url, "partners", "list", "--json").stdout)
+    assert [p["status"] for p in listed] == ["suspended"]
+    assert pylota(db_url, "partners", "resume", "Reseller").returncode == 0
+    await authenticate(conn, f"Bearer {made['partner']['token']}")
+
+    platform = pylota(db_url, "keys", "list", "--level", "platform").stdout
+    assert "platform key" in platform and "used 20" in platform  # used just now, to the minute
+    assert made["platform"]["token"] not in platform
+    by_partner = msgspec.json.decode(pylota(db_url, "keys", "list", "--partner", "Reseller",
+                                            "--json").stdout)
+    assert [k["id"] for k in by_partner] == [made["partner"]["id"]]
+
+
+async def test_test_mode_and_expiry_of_wide_keys(db_url, conn):
+    created = msgspec.json.decode(pylota(
+        db_url, "keys", "create", "--level", "platform", "--permissions", "search:read",
+        "--test-mode", "--expires", "30d", "--json").stdout)
+    assert created["token"].startswith("pmk_test_") and created["mode"] == "test"
+    expires = datetime.fromisoformat(created["expires_at"])
+    assert abs(expires - datetime.now(timezone.utc) - timedelta(days=30)) < timedelta(minutes=5)
+    assert (await authenticate(conn, f"Bearer {created['token']}")).mode == "test"
+    at = pylota(db_url, "keys", "create", "--level", "platform", "--permissions", "search:read",
+                "--expires", "2099-01-01T00:00:00Z", "--json")
+    assert msgspec.json.decode(at.stdout)["expires_at"].startswith("2099-01-01T00:00:00")
+
+
+KEY_ERRORS = [
+    (["--level", "platform", "--permissions", "identities:sign"], "cannot hold"),
+    (["--level", "partner", "--permissions", "all"], "needs --partner"),
+    (["--level", "platform", "--tenant", "Acme", "--permissions", "all"], "takes no --tenant"),
+    (["--permissions", "all"], "--level platform"),
+    (["--tenant", "Acme", "--test-mode", "--permissions", "all"], "tenant's mode"),
+    (["--tenant", "Acme", "--permissions", "all", "--expires", "2020-01-01T00:00:00Z"],
+     "in the past"),
+    (["--tenant", "Acme", "--permissions", "all", "--expires", "soon"], "duration"),
+    (["--tenant", "Acme", "--permissions", "all", "--expires", "2030-01-01T00:00:00"],
+     "no offset"),
+]
+
+
+def test_key_creation_errors_say_what_to_change(db_url):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    for arguments, complaint in KEY_ERRORS:
+        refused = pylota(db_url, "keys", "create", *arguments)
+        assert refused.returncode == 2 and complaint in refused.stderr, (arguments,
+                                                                        refused.stderr)
+        assert refused.stdout == ""
+
+
+def test_tenant_policy_and_signing_key_rotation(db_url, monkeypatch):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    policy = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme", "--signed-requests")
+    assert policy.stdout.strip().endswith("accountable_human=false  signed_requests=true")
+    both = msgspec.json.decode(pylota(db_url, "tenants", "set-policy", "--tenant", "Acme",
+                                      "--accountable-human", "--json").stdout)
+    assert (both["accountable_human"], both["allow_signed_requests"]) == (True, True)
+
+    monkeypatch.delenv("PM_SIGNING_SECRET", raising=False)
+    unset = pylota(db_url, "signing-keys", "rotate")
+    assert unset.returncode == 2 and "PM_SIGNING_SECRET" in unset.stderr
+    monkeypatch.setenv("PM_SIGNING_SECRET", "s" * 40)
+    first = pylota(db_url, "signing-keys", "rotate", "--json")
+    assert first.returncode == 0, first.stderr
+    keys = msgspec.json.decode(first.stdout)
+    assert {k["purpose"] for k in keys} == {"assertion", "http_signature"}
+    again = pylota(db_url, "signing-keys", "rotate", "--purpose", "http_signature").stdout.split()
+    assert again[0] == "http_signature"
+    assert again[1] not in {k["kid"] for k in keys}

@@ -14,16 +14,19 @@ import httpx
 import msgspec
 import pytest
 
+from front.rest.endpoints import REST_ROUTES
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode, RETRYABLE, STATUS
 from shared.ingest.importer import import_paths
+from shared.tenancy.store import set_tenant_policy
 from shared.tools.registry import TOOLS
 from tests.conftest import ROOT, running_front, running_worker, settings_for
 from tests.e2e.harness import sdk_client
 from tests.e2e.transport_kit import keyed_identity
 
 DEMO = ROOT / "demo" / "brightwell.mbox"
+SIGNING_SECRET = "test-signing-secret-of-32-characters-at-least"
 
 
 @pytest.fixture
@@ -35,7 +38,9 @@ async def demo(db_url, conn):
                                        permissions=list(Permission))
     summary = await import_paths(conn, None, identity_id, [DEMO])
     assert summary.imported > 5 and not summary.failed
-    settings = settings_for(db_url, pm_stream_heartbeat_seconds=0.3, pm_embedder="hash")
+    await set_tenant_policy(conn, tenant_id, allow_signed_requests=True)
+    settings = settings_for(db_url, pm_stream_heartbeat_seconds=0.3, pm_embedder="hash",
+                            pm_signing_secret=SIGNING_SECRET, pm_web_bot_auth="on")
     async with running_front(settings) as url, running_worker(settings):
         async with httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=30) as http:
             yield {"url": url, "http": http, "token": token, "tenant_token": tenant_token,
@@ -46,9 +51,15 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def without_clock(result: dict[str, Any]) -> dict[str, Any]:
-    """``result`` without the instant the call was served at (``as_of``), which differs by call."""
-    return {k: v for k, v in result.items() if k != "as_of"}
+#: Fields that differ by call whatever the surface: the instant a search was served at, and
+#: what the signing tools make anew each time (a token, a signature, their expiry).
+VOLATILE = {"as_of", "assertion", "expires_at", "headers.Signature", "headers.Signature-Input"}
+
+
+def without_clock(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``result`` without its :data:`VOLATILE` fields, at any depth."""
+    return {k: without_clock(v, f"{prefix}{k}.") if isinstance(v, dict) else v
+            for k, v in result.items() if f"{prefix}{k}" not in VOLATILE}
 
 
 async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
@@ -69,6 +80,12 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
                                  {"q": "bright"}),
         "mail_wait": ({"since": since, "timeout_seconds": 5}, "GET",
                       f"/v1/identities/{idn}/wait", {"since": since, "timeout": "5"}),
+        "mail_sign_assertion": ({"audience": "https://shop.example"}, "POST",
+                                f"/v1/identities/{idn}/assertions",
+                                {"audience": "https://shop.example"}),
+        "mail_sign_http_request": ({"url": "https://shop.example/"}, "POST",
+                                   f"/v1/identities/{idn}/http-signatures",
+                                   {"url": "https://shop.example/"}),
     }
     assert set(cases) == {t.name for t in TOOLS}, "every tool needs its REST case here"
     async with sdk_client(demo["url"], demo["token"]) as client:
@@ -79,7 +96,8 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
                 response = await http.get(path, params=rest_args, headers=auth(demo["token"]))
             else:
                 response = await http.post(path, json=rest_args, headers=auth(demo["token"]))
-            assert response.status_code == 200, (name, response.text)
+            status = next(r.status for r in REST_ROUTES if (r.tool, r.method) == (name, method))
+            assert response.status_code == status, (name, response.text)
             assert response.headers["content-type"] == "application/json"
             assert without_clock(response.json()) == without_clock(over_mcp.structured_content), name
 

@@ -52,7 +52,9 @@ async def served(template_db: str) -> Iterator[tuple[str, str]]:
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(
         create_app(settings_for(dsn, pm_embedder="hash", pm_rl_api_per_minute=100_000,
-                                pm_rl_search_per_minute=100_000)),
+                                pm_rl_search_per_minute=100_000, pm_rl_sign_per_minute=100_000,
+                                pm_signing_secret="property-test-signing-secret-0123456789",
+                                pm_web_bot_auth="on")),
         host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

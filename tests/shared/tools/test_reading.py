@@ -59,9 +59,14 @@ async def test_list_identities_by_key_level_with_paging(world):
     own = await identities.run(identity_ctx, identities.ListIdentitiesArgs())
     assert [i.addresses for i in own.data] == [["desk@acme.example"]]
 
+    # naming its own tenant narrows nothing; naming another is out of scope (spec section 3)
+    named = await identities.run(tenant_ctx, identities.ListIdentitiesArgs(
+        tenant_id=world["acme"].id))
+    assert {i.id for i in named.data} == {world["desk"].id, world["sales"].id}
     with pytest.raises(PylotaError) as raised:
-        await identities.run(tenant_ctx, identities.ListIdentitiesArgs(tenant_id=world["acme"].id))
-    assert raised.value.details["path"] == "tenant_id"
+        await identities.run(tenant_ctx, identities.ListIdentitiesArgs(
+            tenant_id=world["outsider"].tenant_id))
+    assert raised.value.code is ErrorCode.SCOPE_DENIED
     with pytest.raises(PylotaError) as raised:
         await identities.run(tenant_ctx, identities.ListIdentitiesArgs(cursor="bm9wZQ"))
     assert raised.value.details["path"] == "cursor"
