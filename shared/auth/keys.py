@@ -20,7 +20,7 @@ from shared.ids import Prefix, new_id
 from shared.tenancy.store import identity_tenant_id, partner_status, tenant_mode
 
 __all__ = ["Principal", "KeyInfo", "create_key", "authenticate", "hash_token", "list_keys",
-           "revoke_key"]
+           "revoke_key", "live_key_count"]
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,3 +142,11 @@ async def revoke_key(conn: asyncpg.Connection, key_id: str) -> KeyInfo:
     if row is None:
         raise invalid("key", f"No key {key_id!r}.", "Pass a key id (key_…) from `pylota keys list`.")
     return KeyInfo(**{**dict(row), "permissions": list(row["permissions"])})
+
+
+async def live_key_count(conn: asyncpg.Connection, tenant_id: str) -> int:
+    """How many keys of ``tenant_id`` still authenticate (neither revoked nor expired): the
+    seats of its plan (``shared.plans``)."""
+    return await conn.fetchval(
+        "SELECT count(*) FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL"
+        " AND (expires_at IS NULL OR expires_at > now())", tenant_id)

@@ -19,7 +19,7 @@ __all__ = [
     "Tenant", "Identity", "create_tenant", "get_tenant", "resolve_tenant",
     "create_identity", "resolve_identity", "list_identities", "identity_of_address",
     "identity_statuses", "partner_tenant_ids", "tenant_mode", "identity_tenant_id",
-    "identity_addresses", "partner_status",
+    "identity_addresses", "partner_status", "address_domains",
 ]
 
 
@@ -236,3 +236,13 @@ async def partner_status(conn: asyncpg.Connection, *, partner_id: str | None,
         """SELECT p.status FROM partners p
            WHERE p.id = coalesce($1, (SELECT t.partner_id FROM tenants t WHERE t.id = $2))""",
         partner_id, tenant_id)
+
+
+async def address_domains(conn: asyncpg.Connection, tenant_id: str) -> list[str]:
+    """The domains of the active and retiring addresses of ``tenant_id``'s identities that can
+    act (not deleting or deleted), sorted (``shared.plans``: the custom_domains allowance)."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT split_part(a.address, '@', 2) AS domain
+           FROM identity_addresses a JOIN identities i ON i.id = a.identity_id
+           WHERE i.tenant_id = $1 AND i.status IN ('active', 'paused') ORDER BY 1""", tenant_id)
+    return [r["domain"] for r in rows]
