@@ -161,8 +161,8 @@ class _Periods(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _amount(value: float) -> Amount:
-    """``value`` as an int when it is whole (counts), else rounded to 3 places (GB)."""
-    return int(value) if float(value).is_integer() else round(value, 3)
+    """``value`` as an int when it is whole (counts), else to 9 places (GB, to the byte)."""
+    return int(value) if float(value).is_integer() else round(value, 9)
 
 
 async def _periods(conn: asyncpg.Connection, tenant_id: str) -> _Periods:
