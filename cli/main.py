@@ -6,7 +6,7 @@ import click
 
 from cli.admin import identities, keys, migrate_cmd, reindex, tenants
 from cli.mail import embeddings, import_cmd
-from cli.processes import serve, worker
+from cli.processes import serve, smtp, worker
 
 __all__ = ["main"]
 
@@ -17,5 +17,5 @@ def main() -> None:
 
 
 for command in (migrate_cmd, tenants, identities, keys, reindex, import_cmd, embeddings, serve,
-                worker):
+                worker, smtp):
     main.add_command(command)

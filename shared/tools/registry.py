@@ -23,11 +23,14 @@ import msgspec
 
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
+from shared.outbound.model import ForwardRequest, ReplyRequest, SendRequest
 from shared.ratelimit import Bucket
-from shared.tools import contacts, identities, messages, related, search, threads, wait
+from shared.tools import (contacts, identities, messages, related, search, sending, threads,
+                          usage, wait)
 from shared.tools.schema import input_schema, output_schema
 
-__all__ = ["Annotations", "READ_ONLY", "ALL_LEVELS", "ToolSpec", "TOOLS", "visible_to"]
+__all__ = ["Annotations", "READ_ONLY", "SENDING", "ALL_LEVELS", "ToolSpec", "TOOLS",
+           "visible_to"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,9 @@ class Annotations:
 
 
 READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
+#: The send tools: they write (a message leaves), nothing is destroyed, a retry with the same
+#: idempotency_key does nothing more, and the mail reaches the world outside.
+SENDING = Annotations(read_only=False, destructive=False, idempotent=True, open_world=True)
 ALL_LEVELS = frozenset(KeyLevel)
 
 
@@ -100,6 +106,20 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="mail_wait", title="Wait for a message", description=wait.DESCRIPTION,
              args=wait.WaitArgs, result=wait.WaitResult, permission=Permission.MESSAGES_READ,
              annotations=READ_ONLY, runs_on="worker", handler=wait.run),
+    ToolSpec(name="mail_get_usage", title="Check plan allowances", description=usage.DESCRIPTION,
+             args=usage.GetUsageArgs, result=usage.Usage, permission=Permission.USAGE_READ,
+             levels=frozenset({KeyLevel.TENANT, KeyLevel.IDENTITY}), annotations=READ_ONLY,
+             handler=usage.run),
+    ToolSpec(name="mail_send", title="Send an email", description=sending.SEND_DESCRIPTION,
+             args=SendRequest, result=sending.SendResult, permission=Permission.MESSAGES_SEND,
+             annotations=SENDING, bucket="RL_SEND", handler=sending.run_send),
+    ToolSpec(name="mail_reply", title="Reply to an email", description=sending.REPLY_DESCRIPTION,
+             args=ReplyRequest, result=sending.SendResult, permission=Permission.MESSAGES_SEND,
+             annotations=SENDING, bucket="RL_SEND", handler=sending.run_reply),
+    ToolSpec(name="mail_forward", title="Forward an email",
+             description=sending.FORWARD_DESCRIPTION, args=ForwardRequest,
+             result=sending.SendResult, permission=Permission.MESSAGES_SEND,
+             annotations=SENDING, bucket="RL_SEND", handler=sending.run_forward),
 )
 
 
