@@ -16,10 +16,10 @@ import msgspec
 from redis.asyncio import Redis
 
 __all__ = [
-    "JOB_MAIL_WAIT", "JOB_EMBED", "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "Queue", "queue_name", "interactive_queue", "batch_queue",
+    "JOB_MAIL_WAIT", "JOB_EMBED", "Queue", "queue_name", "interactive_queue", "batch_queue",
     "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
-    "publish_new_mail", "publish_job_event", "wake_key", "wake_drain", "ran_key",
-    "drain_owner_key",
+    "publish_new_mail", "publish_job_event",
+    "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "wake_key", "wake_drain", "ran_key", "drain_owner_key",
 ]
 
 #: arq function name of the mail_wait job (registered with ``func(name=…)``, never inferred).

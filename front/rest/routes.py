@@ -5,8 +5,8 @@ where the tool's arguments come from: path parameters (``identity_id`` becomes `
 query string of a ``GET`` (values read from their text forms), the JSON body of a ``POST``,
 request headers (``Idempotency-Key`` becomes ``idempotency_key``; required, and never also in
 the body), and arguments the path fixes (``scope: "tenant"`` for
-``/v1/tenants/{tenant_id}/search``). A handler
-only gathers those, admits the caller (``front.admission``: the key and RL_API, one budget with MCP), calls
+``/v1/tenants/{tenant_id}/search``). A handler only gathers those, admits the caller
+(``front.admission``: the key and RL_API, one budget with MCP), calls
 ``shared.tools.call.call_tool`` and renders what it returns: the tool's result object as the
 JSON body — the same object as MCP's ``structuredContent`` — or the error envelope with its
 status (``front.rest.errors``). A worker tool streams as SSE when the client accepts

@@ -99,7 +99,8 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
             assert response.headers["content-type"] == "application/json"
             over_rest, mcp_body = response.json(), dict(over_mcp.structured_content)
             if "idempotency_key" in arguments:
-                assert (mcp_body.pop("deduplicated"), over_rest.pop("deduplicated")) == (False, True)
+                replayed = (mcp_body.pop("deduplicated"), over_rest.pop("deduplicated"))
+                assert replayed == (False, True), name
             assert without_clock(over_rest) == without_clock(mcp_body), name
 
 
