@@ -1,5 +1,5 @@
-"""``pylota`` administration: migrations, partners, tenants, identities, API keys of every
-level, signing keys, reindex."""
+"""``pylota`` administration: migrations, partners, tenants (and their plans), identities, API
+keys of every level, signing keys, reindex."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cli.running import emit, run
+from shared import plans
 from shared.auth.keys import (KeyInfo, create_key, create_partner_key, create_platform_key,
                               list_keys, revoke_key)
 from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission, parse_permissions
@@ -192,6 +193,97 @@ def tenants_set_pattern(tenant: str, name: str, pattern: str) -> None:
 
     run(work)
     click.echo(f"custom:{name} set")
+
+
+@tenants.command("set-plan")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.argument("plan", type=click.Choice(list(plans.PLANS)))
+def tenants_set_plan(tenant: str, plan: str) -> None:
+    """Put the tenant on PLAN; grants set with set-allowance stay. `pylota tenants usage` shows
+    the result."""
+    async def work(settings: Settings) -> plans.Plan:
+        conn = await connect(settings.database_url)
+        try:
+            return await plans.set_plan(conn, (await tenancy.resolve_tenant(conn, tenant)).id,
+                                        plan)
+        finally:
+            await conn.close()
+
+    chosen = run(work)
+    click.echo(f"plan {chosen.id} ({chosen.name}) set")
+
+
+@tenants.command("set-allowance")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.argument("allowance", type=click.Choice(list(plans.ALLOWANCES)))
+@click.argument("granted")
+def tenants_set_allowance(tenant: str, allowance: str, granted: str) -> None:
+    """Grant the tenant GRANTED of ALLOWANCE instead of its plan's: a number (sends per day,
+    triage per month, storage in GB), `unlimited`, or `plan` to go back to the plan's grant."""
+    amount: float | None = None
+    if granted not in ("unlimited", "plan"):
+        try:
+            amount = float(granted)
+        except ValueError:
+            raise click.BadParameter("give a number, unlimited or plan",
+                                     param_hint="GRANTED") from None
+
+    async def work(settings: Settings) -> None:
+        conn = await connect(settings.database_url)
+        try:
+            found = (await tenancy.resolve_tenant(conn, tenant)).id
+            if granted == "plan":
+                await plans.clear_allowance(conn, found, allowance)
+            else:
+                await plans.set_allowance(conn, found, allowance, amount)
+        finally:
+            await conn.close()
+
+    run(work)
+    click.echo(f"{allowance}: {granted}")
+
+
+@tenants.command("top-up")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--note", help="Why (shown by mail_get_usage).")
+@click.argument("allowance", type=click.Choice(list(plans.ALLOWANCES)))
+@click.argument("amount", type=float)
+def tenants_top_up(tenant: str, note: str | None, allowance: str, amount: float) -> None:
+    """Add AMOUNT to the tenant's ALLOWANCE: sends for today, triage for this month, the others
+    from now on. A send refused with billing_limit can then be retried with its idempotency_key."""
+    async def work(settings: Settings) -> plans.TopUp:
+        conn = await connect(settings.database_url)
+        try:
+            return await plans.top_up(conn, (await tenancy.resolve_tenant(conn, tenant)).id,
+                                      allowance, amount, note=note)
+        finally:
+            await conn.close()
+
+    added = run(work)
+    click.echo(f"{added.allowance}: +{added.amount}")
+
+
+@tenants.command("usage")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--json", "as_json", is_flag=True, help="Print what mail_get_usage returns.")
+def tenants_usage(tenant: str, as_json: bool) -> None:
+    """Show the tenant's plan and, per allowance, granted, used and remaining (what
+    mail_get_usage and GET /v1/usage return)."""
+    async def work(settings: Settings) -> plans.Usage:
+        conn = await connect(settings.database_url)
+        try:
+            return await plans.usage(conn, (await tenancy.resolve_tenant(conn, tenant)).id)
+        finally:
+            await conn.close()
+
+    found = run(work)
+    lines = [f"plan {found.plan.id} ({found.plan.name})"]
+    for name in plans.ALLOWANCES:
+        each: plans.AllowanceUsage = getattr(found.allowances, name)
+        granted = "unlimited" if each.unlimited else f"{each.granted}"
+        resets = f", resets {each.resets_at:%Y-%m-%d %H:%M} UTC" if each.resets_at else ""
+        lines.append(f"{name}: {each.used} used of {granted}{resets}")
+    emit(found, as_json, "\n".join(lines))
 
 
 @click.group()

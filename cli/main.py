@@ -6,7 +6,7 @@ import click
 
 from cli.admin import identities, keys, migrate_cmd, partners, reindex, signing_keys, tenants
 from cli.mail import embeddings, import_cmd
-from cli.processes import serve, worker
+from cli.processes import serve, smtp, worker
 
 __all__ = ["main"]
 
@@ -17,5 +17,5 @@ def main() -> None:
 
 
 for command in (migrate_cmd, partners, tenants, identities, keys, signing_keys, reindex,
-                import_cmd, embeddings, serve, worker):
+                import_cmd, embeddings, serve, worker, smtp):
     main.add_command(command)

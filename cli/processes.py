@@ -1,4 +1,4 @@
-"""``pylota serve`` and ``pylota worker``: the two long-running processes."""
+"""``pylota serve``, ``pylota worker`` and ``pylota smtp``: the long-running processes."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import click
 import uvicorn
 
 from front.app import create_app
-from shared.config import Settings
+from front.smtp import serve_smtp
+from shared.config import Settings, SettingsError
+from shared.errors import PylotaError
 from workers.process import is_alive, serve as serve_worker
 
-__all__ = ["serve", "worker"]
+__all__ = ["serve", "worker", "smtp"]
 
 
 @click.command()
@@ -47,4 +49,40 @@ def worker(check: bool, batch: bool) -> None:
     if check:
         sys.exit(0 if asyncio.run(is_alive(settings, "batch" if batch else "interactive"))
                  else 1)
-    asyncio.run(_run_worker(settings, batch))
+    try:
+        asyncio.run(_run_worker(settings, batch))
+    except SettingsError as exc:  # a DKIM key that cannot sign, found at start-up
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+async def _run_smtp(settings: Settings, authserv_id: str) -> None:
+    listening = asyncio.create_task(serve_smtp(settings, authserv_id=authserv_id))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, listening.cancel)
+    try:
+        await listening
+    except asyncio.CancelledError:
+        if not listening.cancelled():
+            raise
+
+
+@click.command()
+@click.option("--authserv-id", default=None,
+              help="This receiver's name in the Authentication-Results it adds (RFC 8601); "
+                   "only results under it are trusted. Default: PM_API_HOST.")
+def smtp(authserv_id: str | None) -> None:
+    """Receive mail for the identities over SMTP on PM_SMTP_LISTEN_HOST:PM_SMTP_LISTEN_PORT
+    (unknown recipients are refused with 550), check SPF, DKIM and DMARC, and store it as
+    `pylota import` does. Stops cleanly on SIGTERM."""
+    settings = Settings.from_env()
+    try:
+        asyncio.run(_run_smtp(settings, authserv_id or settings.pm_api_host))
+    except PylotaError as exc:
+        click.echo(f"error: {exc.message}\nfix: {exc.fix}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: cannot listen on {settings.pm_smtp_listen_host}:"
+                   f"{settings.pm_smtp_listen_port}: {exc.strerror or exc}", err=True)
+        sys.exit(2)

@@ -96,6 +96,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_smtp_max_attempts: int = 8
     #: Seconds before the first retry; each later retry waits four times longer (at most 6 h).
     pm_smtp_retry_seconds: float = 60.0
+    #: Seconds a worker holds a message it is delivering before another worker may take it
+    #: again (after a crash); 0: four relay timeouts plus 30 s. Shorter than one delivery
+    #: attempt, two workers could send the same message.
+    pm_smtp_lease_seconds: float = 0.0
     #: DKIM signing domain (d=); empty means outgoing mail is not signed.
     pm_dkim_domain: str = ""
     #: DKIM selector (s=); the public key is TXT at <selector>._domainkey.<domain>.

@@ -19,12 +19,19 @@ __all__ = [
     "JOB_MAIL_WAIT", "JOB_EMBED", "Queue", "queue_name", "interactive_queue", "batch_queue",
     "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
     "publish_new_mail", "publish_job_event",
+    "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "wake_key", "wake_drain", "ran_key", "drain_owner_key",
 ]
 
 #: arq function name of the mail_wait job (registered with ``func(name=…)``, never inferred).
 JOB_MAIL_WAIT = "mail_wait"
 #: arq function name of the batch job that embeds queued messages.
 JOB_EMBED = "embed_pending"
+#: arq function name of the batch job that hands queued outbound mail to the SMTP relay.
+JOB_DELIVER = "deliver_outbound"
+#: arq function name of the batch job that deletes the send tools' expired idempotency keys.
+JOB_PURGE_SEND_KEYS = "purge_send_keys"
+#: Entries :func:`wake_drain` keeps in the wake list at most (it only needs to be non-empty).
+_WAKE_ENTRIES = 8
 
 Queue = Literal["interactive", "batch"]
 """Interactive jobs (a client waits on them) poll fast; batch jobs are background work."""
@@ -108,3 +115,32 @@ async def publish_new_mail(redis: Redis, identity_id: str, event: NewMail) -> No
 async def publish_job_event(redis: Redis, job_id: str, event: JobEvent) -> None:
     """Publish one streaming-job event."""
     await redis.publish(job_channel(job_id), msgspec.json.encode(event))
+
+
+def wake_key(namespace: str) -> str:
+    """List the batch workers' drain ticker waits on (``BLPOP``) between its ticks: a drain job
+    name pushed here is enqueued at once instead of at the next tick."""
+    return f"{namespace}:wake:batch"
+
+
+def drain_owner_key(namespace: str, job_name: str) -> str:
+    """Key naming the worker (its id) running drain ``job_name`` right now; absent between
+    runs. A batch worker that finds it naming a worker that no longer beats releases the run
+    that worker's death left behind (``workers.process``)."""
+    return f"{namespace}:drain-owner:{job_name}"
+
+
+def ran_key(namespace: str, job_name: str) -> str:
+    """Key whose presence says drain ``job_name`` ran recently (it expires when the drain is due
+    again), for drains that need not run every tick."""
+    return f"{namespace}:ran:{job_name}"
+
+
+async def wake_drain(redis: Redis, namespace: str, job_name: str) -> None:
+    """Ask the batch workers to run the drain job ``job_name`` now (see :func:`wake_key`); the
+    list is trimmed, so it stays small while no batch worker runs."""
+    key = wake_key(namespace)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.lpush(key, job_name)
+        pipe.ltrim(key, 0, _WAKE_ENTRIES - 1)
+        await pipe.execute()

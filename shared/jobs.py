@@ -29,12 +29,16 @@ from shared.control import Control
 from shared.db import Database
 from shared.embeddings.embedder import Embedder
 from shared.embeddings.store import embed_pending
-from shared.events import JOB_EMBED, JOB_MAIL_WAIT, NewMail, Queue
+from shared.events import (JOB_DELIVER, JOB_EMBED, JOB_MAIL_WAIT, JOB_PURGE_SEND_KEYS, NewMail,
+                           Queue, ran_key)
 from shared.mail.waiting import WaitRequest, wait_for_message
+from shared.outbound.delivery import RelayConfig, deliver_due
+from shared.outbound.dkim_signing import DkimSigner
+from shared.outbound.idempotency import purge
 from shared.pubsub import Subscriptions
 
 __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
-           "DEADLINE_GRACE_SECONDS"]
+           "DEADLINE_GRACE_SECONDS", "DELIVER_RUN_MESSAGES", "PURGE_EVERY_SECONDS"]
 
 #: Seconds past a call job's own seconds before the runner ends it as too slow; arq's timeout is
 #: a job's deadline plus twice this, and a front gives up on a started job after its seconds
@@ -43,6 +47,12 @@ DEADLINE_GRACE_SECONDS = 2.0
 #: Messages one embedding drain run embeds at most (about a minute of the ONNX model on 2
 #: cores), so a run ends and the next picks up what arrived meanwhile.
 EMBED_RUN_MESSAGES = 1_000
+#: Messages one delivery drain run tries at most, so a run ends and the next one (and the
+#: other batch jobs) get their turn.
+DELIVER_RUN_MESSAGES = 50
+#: Seconds between two purges of expired idempotency keys (``shared.outbound.idempotency``
+#: keeps keys 24 hours; purging hourly is plenty).
+PURGE_EVERY_SECONDS = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +60,8 @@ class JobEnv:
     """What a job may use, built once per worker process.
 
     ``new_mail`` is the worker's one subscription to every identity's new-mail channel;
-    ``embedder`` is loaded on batch workers only (None where it could not load).
+    ``embedder`` is loaded on batch workers only (None where it could not load); ``dkim`` is the
+    batch workers' DKIM signer (None when ``PM_DKIM_DOMAIN`` is empty), built at start-up.
     """
 
     db: Database
@@ -58,6 +69,7 @@ class JobEnv:
     settings: Settings
     new_mail: Subscriptions[NewMail]
     embedder: Embedder | None = None
+    dkim: DkimSigner | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +105,33 @@ async def _embed(env: JobEnv) -> int:
                                limit=EMBED_RUN_MESSAGES)
 
 
+async def _deliver(env: JobEnv) -> int:
+    lease = env.settings.pm_smtp_lease_seconds
+    return await deliver_due(env.db, RelayConfig.from_settings(env.settings), dkim=env.dkim,
+                             limit=DELIVER_RUN_MESSAGES, lease_seconds=lease if lease > 0 else None)
+
+
+async def _purge_send_keys(env: JobEnv) -> int:
+    # Ticks come every few seconds; the marker key lets one purge an hour through, whichever
+    # batch worker takes the tick.
+    if not await env.redis.set(ran_key(env.settings.pm_namespace, JOB_PURGE_SEND_KEYS), b"1",
+                               nx=True, ex=PURGE_EVERY_SECONDS):
+        return 0
+    async with env.db.acquire() as conn:
+        return await purge(conn)
+
+
 JOBS: tuple[JobSpec, ...] = (
     # mail_wait waits at most 60 s (spec section 7).
     JobSpec(name=JOB_MAIL_WAIT, queue="interactive", run=_wait, deadline_seconds=60.0,
             payload=WaitRequest),
     # One run embeds EMBED_RUN_MESSAGES, about a minute on 2 cores; 30 minutes is a stuck run.
     JobSpec(name=JOB_EMBED, queue="batch", run=_embed, deadline_seconds=1800.0),
+    # One run tries DELIVER_RUN_MESSAGES, each bounded by three relay timeouts (1.5 min by
+    # default); a run cut short leaves its message to the lease, and the next run goes on.
+    JobSpec(name=JOB_DELIVER, queue="batch", run=_deliver, deadline_seconds=1800.0),
+    JobSpec(name=JOB_PURGE_SEND_KEYS, queue="batch", run=_purge_send_keys,
+            deadline_seconds=600.0),
 )
 
 

@@ -3,6 +3,7 @@ service our image runs calls a command the project really has, and the wiring ma
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -12,6 +13,13 @@ import yaml
 from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def unset(value: object) -> str:
+    """What a compose value is when its variable is unset: ``${NAME:-default}`` is default."""
+    text = str(value)
+    found = re.fullmatch(r"\$\{[A-Z_]+:-(.*)\}", text)
+    return found.group(1) if found else text
 
 
 def compose() -> dict:
@@ -37,7 +45,7 @@ def test_every_project_command_exists():
     assert scripts["pylota"] == "cli.main:main"
     services = compose()["services"]
     ours = {name: s for name, s in services.items() if s.get("build") == "."}
-    assert set(ours) == {"migrate", "front", "worker", "batch-worker"}
+    assert set(ours) == {"migrate", "front", "worker", "batch-worker", "smtp"}
     for name, service in ours.items():
         argv = service["command"]
         assert argv[0] == "pylota", name
@@ -64,8 +72,29 @@ def test_services_wait_for_what_they_need():
     for name, service in services.items():
         if name != "migrate":  # every long-running service comes back after a crash (issue 9)
             assert service.get("restart") in ("unless-stopped", "always"), name
-    for name in ("postgres", "redis", "front", "worker"):
+    for name in ("postgres", "redis", "front", "worker", "smtp"):
         assert "healthcheck" in services[name], name
+
+
+def test_mail_goes_out_through_the_sink_and_comes_in_through_the_listener():
+    services = compose()["services"]
+    env = services["migrate"]["environment"]
+    sink = services["mailpit"]
+    published = {p.split(":")[-1] for p in sink["ports"]}
+    assert {"1025", "8025"} <= published
+    # by default the workers' relay is the sink, on its SMTP port
+    relay = (unset(env["PM_SMTP_RELAY_HOST"]), unset(env["PM_SMTP_RELAY_PORT"]))
+    assert relay == ("mailpit", "1025")
+    assert "mailpit" in services["batch-worker"]["depends_on"]
+    listener = services["smtp"]
+    assert listener["environment"] is env
+    assert listener["command"][:2] == ["pylota", "smtp"]
+    assert f"{env['PM_SMTP_LISTEN_PORT']}:{env['PM_SMTP_LISTEN_PORT']}" in listener["ports"]
+    assert env["PM_SMTP_LISTEN_HOST"] == "0.0.0.0"  # reachable from outside its container
+    assert str(env["PM_SMTP_LISTEN_PORT"]) in " ".join(listener["healthcheck"]["test"])
+    for name in ("smtp", "batch-worker"):
+        needs = listener["depends_on"] if name == "smtp" else services[name]["depends_on"]
+        assert needs["migrate"]["condition"] == "service_completed_successfully"
 
 
 def test_environment_names_are_settings():

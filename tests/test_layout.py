@@ -44,6 +44,9 @@ OWNERS = {
     "outbound_recipients": "shared/outbound/outbox.py",
     "suppressions": "shared/outbound/suppression.py",
     "message_trust": "shared/mail/trust.py",
+    "tenant_plans": "shared/plans.py",
+    "tenant_allowances": "shared/plans.py",
+    "allowance_topups": "shared/plans.py",
 }
 #: The named exception: the search read path may read these tables (never write them).
 SEARCH_READERS = ("shared/search/", "shared/embeddings/")

@@ -16,6 +16,14 @@ Beside the arq worker, two small tasks run:
 - on the batch queue, the **drain ticker**: every ``pm_embed_poll_seconds`` it enqueues each
   drain job under one fixed id, which arq refuses while that job is queued or running — so a
   long run never leaves a pile of ticks behind it (issue 8: 207 never-run ticks once waited).
+  Between ticks it waits on the wake list (``shared.events.wake_key``), so a drain that a call
+  asks for (delivery, after a send) is enqueued at once instead of at the next tick. Before it
+  enqueues a drain, it releases a run orphaned by a worker that died in it (SIGKILL): arq would
+  otherwise keep that run's job id taken until its in-progress mark expires, after the longest
+  job deadline (half an hour), and the drain would not run at all meanwhile.
+
+The batch queue's :class:`~shared.jobs.JobEnv` also holds the DKIM signer, built once at
+start-up from ``PM_DKIM_*``; a key that cannot sign stops the worker there, naming the variable.
 
 Arguments are never logged: arq's logger is held at WARNING (it prints job arguments at INFO).
 """
@@ -33,6 +41,7 @@ from typing import Any, Final
 
 import msgspec
 from arq.connections import ArqRedis, RedisSettings
+from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 from arq.worker import Worker
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -40,9 +49,11 @@ from redis.exceptions import RedisError
 from shared.config import Settings
 from shared.db import open_database
 from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
-from shared.events import NewMail, Queue, new_mail_channel, queue_name, workers_key
+from shared.events import (NewMail, Queue, drain_owner_key, new_mail_channel, queue_name,
+                           wake_key, workers_key)
 from shared.jobs import JOBS, JobEnv
 from shared.logs import configure, get_logger
+from shared.outbound.dkim_signing import DkimSigner
 from shared.pubsub import Subscriptions
 from workers.runner import functions
 
@@ -105,21 +116,56 @@ async def _beat(redis: Redis, key: str, member: str, interval: float) -> None:
         await asyncio.sleep(interval)
 
 
+async def _release_orphan(redis: Redis, settings: Settings, name: str) -> None:
+    """Free drain ``name``'s job id when the worker running it no longer beats (see the module
+    docstring): arq's in-progress, job and retry keys go, and the job leaves the queue."""
+    namespace = settings.pm_namespace
+    owner = await redis.get(drain_owner_key(namespace, name))
+    if owner is None:
+        return
+    alive = await redis.zrangebyscore(workers_key(namespace, "batch"), time.time(), "+inf")
+    if owner.decode() in {m.decode().split(":")[0] for m in alive}:
+        return
+    job_id = drain_job_id(namespace, name)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.delete(in_progress_key_prefix + job_id, job_key_prefix + job_id,
+                    retry_key_prefix + job_id, drain_owner_key(namespace, name))
+        pipe.zrem(queue_name(namespace, "batch"), job_id)
+        await pipe.execute()
+    log.warning("drain_released", job=name, dead_worker=owner.decode())
+
+
 async def _tick(redis: Redis, settings: Settings) -> None:
-    """Enqueue every batch drain job under its fixed id, each poll period."""
+    """Enqueue every batch drain job under its fixed id, each poll period, and a drain named on
+    the wake list as soon as it is named."""
     period = max(1, min(60, settings.pm_embed_poll_seconds))
     arq = ArqRedis(connection_pool=redis.connection_pool)
+    drains = [job.name for job in JOBS if job.queue == "batch" and job.payload is None]
+
+    async def enqueue(name: str) -> None:
+        await _release_orphan(redis, settings, name)
+        await arq.enqueue_job(name, _job_id=drain_job_id(settings.pm_namespace, name),
+                              _queue_name=queue_name(settings.pm_namespace, "batch"))
+
     while True:
         with contextlib.suppress(RedisError, OSError):
-            for job in JOBS:
-                if job.queue == "batch" and job.payload is None:
-                    await arq.enqueue_job(
-                        job.name, _job_id=drain_job_id(settings.pm_namespace, job.name),
-                        _queue_name=queue_name(settings.pm_namespace, "batch"))
-        await asyncio.sleep(period)
+            for name in drains:
+                await enqueue(name)
+        until = time.monotonic() + period
+        while (left := until - time.monotonic()) > 0:
+            try:
+                # Redis reads the timeout as decimal seconds; 0 would block for ever.
+                woken = await redis.blpop([wake_key(settings.pm_namespace)],
+                                          timeout=round(max(left, 0.01), 3))
+                if woken is not None and (name := woken[1].decode()) in drains:
+                    await enqueue(name)
+            except (RedisError, OSError):
+                await asyncio.sleep(left)
 
 
 async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
+    # First, before anything is opened: a DKIM key that cannot sign stops start-up.
+    dkim = DkimSigner.from_settings(settings) if queue == "batch" else None
     db = await open_database(settings.database_url, size=settings.pm_db_pool_size,
                              acquire_seconds=settings.pm_db_acquire_seconds,
                              statement_timeout_seconds=settings.pm_db_statement_timeout_seconds)
@@ -136,7 +182,7 @@ async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
             # Messages stay queued; semantic search reports degraded until a worker can embed.
             log.error("embedder_unavailable", reason=str(exc))
     return JobEnv(db=db, redis=redis, settings=settings, new_mail=new_mail,
-                  embedder=embedder), redis
+                  embedder=embedder, dkim=dkim), redis
 
 
 def _redis_settings(settings: Settings) -> RedisSettings:

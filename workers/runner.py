@@ -13,7 +13,9 @@ all end as ``error`` with the envelope, never as silence. It also returns
 it. A caller that went away stops the job at its next checkpoint (the cancel key, or arq's
 abort), and then nothing more is published.
 
-A **drain job** empties a PostgreSQL queue and returns how many items it did.
+A **drain job** empties a PostgreSQL queue and returns how many items it did. While it runs,
+its owner key (``shared.events.drain_owner_key``) names this worker, so that if the worker dies
+mid-run another batch worker can tell the run is orphaned (``workers.process``).
 
 Arguments are never logged: arq's own logger (which prints job arguments at INFO) is kept at
 WARNING, and failures are logged here with the exception's type and where it was raised only.
@@ -22,6 +24,7 @@ WARNING, and failures are logged here with the exception's type and where it was
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -32,7 +35,7 @@ from arq.worker import Function, func
 
 from shared.control import Stopped
 from shared.errors import ErrorCode, PylotaError, dependency_failure
-from shared.events import JobEvent, Queue, cancel_key, publish_job_event
+from shared.events import JobEvent, Queue, cancel_key, drain_owner_key, publish_job_event
 from shared.jobs import DEADLINE_GRACE_SECONDS, JOBS, JobEnv, JobSpec
 from shared.logs import get_logger
 
@@ -127,12 +130,17 @@ def _drain_job(spec: JobSpec) -> Callable[..., Awaitable[int]]:
     async def run(ctx: dict[str, Any]) -> int:
         env: JobEnv = ctx["env"]
         started = time.monotonic()
+        owner = drain_owner_key(env.settings.pm_namespace, spec.name)
         try:
+            await env.redis.set(owner, ctx["worker_id"])
             done = await spec.run(env)
         except Exception as exc:  # noqa: BLE001 - the next tick tries again
             log.error("drain_failed", job=spec.name, exception=type(exc).__name__,
                       where=_where(exc))
             return 0
+        finally:
+            with contextlib.suppress(Exception):
+                await env.redis.delete(owner)
         if done:
             log.info("drained", job=spec.name, items=done,
                      duration_ms=round((time.monotonic() - started) * 1000, 1))

@@ -1,8 +1,12 @@
 """The REST API v1's endpoints as data: each maps an HTTP method and path to one tool.
 
 Paths are the spec's where it names them (``GET /v1/identities``, ``GET /v1/identities/lookup``,
-``POST /v1/tenants/{tenant_id}/search``), and the same resource style for the rest. Read by
-``front.rest.routes`` (the handlers) and ``front.rest.openapi`` (the document).
+``POST /v1/tenants/{tenant_id}/search``, ``GET /v1/usage``), and the same resource style for the
+rest. Read by ``front.rest.routes`` (the handlers) and ``front.rest.openapi`` (the document).
+
+The send endpoints take ``idempotency_key`` as the ``Idempotency-Key`` header (spec section 4.3:
+the argument has "the pattern of the REST Idempotency-Key header"), never in the body, and answer
+201 for a new message and 200 when the call replays an earlier one.
 """
 
 from __future__ import annotations
@@ -11,14 +15,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["RestRoute", "REST_ROUTES"]
+__all__ = ["RestHeader", "RestRoute", "REST_ROUTES", "IDEMPOTENCY_KEY"]
+
+
+@dataclass(frozen=True, slots=True)
+class RestHeader:
+    """A request header that carries a tool argument: the ``argument``, and the ``fix`` of the
+    error a request without the header gets."""
+
+    argument: str
+    fix: str
 
 
 @dataclass(frozen=True, slots=True)
 class RestRoute:
     """One endpoint: ``method`` and ``path`` (Litestar syntax), the ``tool`` it calls, and how
     its arguments are gathered (see the module docstring). ``query`` names the query parameters
-    renamed to arguments (``timeout`` → ``timeout_seconds``)."""
+    renamed to arguments (``timeout`` → ``timeout_seconds``); ``headers`` the required request
+    headers that carry arguments. ``status`` is the success status, and ``replay_status`` the
+    one of a result that replays an earlier call (``deduplicated: true``), when it differs."""
 
     method: Literal["GET", "POST", "PATCH", "DELETE"]
     path: str
@@ -27,7 +42,16 @@ class RestRoute:
     path_args: Mapping[str, str] = field(default_factory=dict)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     query: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, RestHeader] = field(default_factory=dict)
     status: int = 200
+    replay_status: int | None = None
+
+
+#: The send endpoints' ``Idempotency-Key`` header (spec section 4.3).
+IDEMPOTENCY_KEY: Mapping[str, RestHeader] = {"Idempotency-Key": RestHeader(
+    argument="idempotency_key",
+    fix="Send an Idempotency-Key header of 1-255 printable ASCII characters: a new unique value "
+        "for each new message, and the same value when you retry that message.")}
 
 
 REST_ROUTES: tuple[RestRoute, ...] = (
@@ -58,4 +82,18 @@ REST_ROUTES: tuple[RestRoute, ...] = (
     RestRoute("POST", "/v1/identities/{identity_id:str}/http-signatures",
               "mail_sign_http_request", "Sign one HTTP request with Web Bot Auth headers.",
               path_args={"identity_id": "identity"}),
+    RestRoute("GET", "/v1/usage", "mail_get_usage",
+              "The key's workspace: its plan and every allowance's grant, use and reset."),
+    RestRoute("POST", "/v1/identities/{identity_id:str}/messages", "mail_send",
+              "Send a new email from an identity (201; 200 when it replays the Idempotency-Key).",
+              path_args={"identity_id": "identity"}, headers=IDEMPOTENCY_KEY, status=201,
+              replay_status=200),
+    RestRoute("POST", "/v1/messages/{message_id:str}/reply", "mail_reply",
+              "Reply to a message (201; 200 when it replays the Idempotency-Key).",
+              path_args={"message_id": "message_id"}, headers=IDEMPOTENCY_KEY, status=201,
+              replay_status=200),
+    RestRoute("POST", "/v1/messages/{message_id:str}/forward", "mail_forward",
+              "Forward a message (201; 200 when it replays the Idempotency-Key).",
+              path_args={"message_id": "message_id"}, headers=IDEMPOTENCY_KEY, status=201,
+              replay_status=200),
 )

@@ -31,10 +31,15 @@ _PATH_PARAM = re.compile(r"\{(\w+):\w+\}")
 def _operation(route: RestRoute, spec: ToolSpec) -> dict[str, Any]:
     properties: dict[str, Any] = spec.input_schema.get("properties", {})
     required = set(spec.input_schema.get("required", []))
-    bound = {*route.path_args.values(), *route.fixed}
+    bound = {*route.path_args.values(), *route.fixed,
+             *(header.argument for header in route.headers.values())}
     parameters: list[dict[str, Any]] = [
         {"name": param, "in": "path", "required": True, "schema": properties[argument]}
         for param, argument in route.path_args.items()]
+    parameters += [{"name": name, "in": "header", "required": True,
+                    "schema": properties[header.argument],
+                    "description": f"The tool's {header.argument} argument."}
+                   for name, header in route.headers.items()]
     operation: dict[str, Any] = {
         "operationId": f"{route.method.lower()}_{route.tool}"
                        + ("_tenant" if "scope" in route.fixed else ""),
@@ -58,9 +63,13 @@ def _operation(route: RestRoute, spec: ToolSpec) -> dict[str, Any]:
     success: dict[str, Any] = {"application/json": {"schema": spec.output_schema or {}}}
     if spec.runs_on == "worker":
         success["text/event-stream"] = {"schema": {"type": "string"}}
+    replay = {} if route.replay_status is None else {str(route.replay_status): {
+        "description": "The original result, replayed for a repeated Idempotency-Key "
+                       "(deduplicated: true).", "content": success}}
     operation["responses"] = {
         str(route.status): {"description": "The tool's result (MCP's structuredContent).",
                             "content": success},
+        **replay,
         **{str(status): {"$ref": "#/components/responses/Error"} for status in ERROR_STATUSES},
     }
     return operation

@@ -2,9 +2,11 @@
 
 Each endpoint of ``front.rest.endpoints`` maps an HTTP method and path to a tool, and says
 where the tool's arguments come from: path parameters (``identity_id`` becomes ``identity``), the
-query string of a ``GET`` (values read from their text forms), the JSON body of a ``POST``, and
-arguments the path fixes (``scope: "tenant"`` for ``/v1/tenants/{tenant_id}/search``). A handler
-only gathers those, admits the caller (``front.admission``: the key and RL_API, one budget with MCP), calls
+query string of a ``GET`` (values read from their text forms), the JSON body of a ``POST``,
+request headers (``Idempotency-Key`` becomes ``idempotency_key``; required, and never also in
+the body), and arguments the path fixes (``scope: "tenant"`` for
+``/v1/tenants/{tenant_id}/search``). A handler only gathers those, admits the caller
+(``front.admission``: the key and RL_API, one budget with MCP), calls
 ``shared.tools.call.call_tool`` and renders what it returns: the tool's result object as the
 JSON body — the same object as MCP's ``structuredContent`` — or the error envelope with its
 status (``front.rest.errors``). A worker tool streams as SSE when the client accepts
@@ -91,13 +93,36 @@ async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return body
 
 
-def _arguments_from_path(rest: RestRoute, params: Mapping[str, Any], arguments: dict[str, Any]
-                         ) -> dict[str, Any]:
+def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Mapping[str, str],
+                     arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with those the path, the route and the request headers give."""
     for name in (*rest.path_args.values(), *rest.fixed):
         if name in arguments:
             raise invalid(name, f"{name} is given by the URL path of this endpoint.",
                           f"Leave {name} out of the request.")
-    return {**arguments, **{arg: params[p] for p, arg in rest.path_args.items()}, **rest.fixed}
+    from_headers: dict[str, str] = {}
+    for header, bound in rest.headers.items():
+        if bound.argument in arguments:
+            raise invalid(bound.argument, f"{bound.argument} is given by the {header} header "
+                                          "on this endpoint.",
+                          f"Leave {bound.argument} out of the body; {bound.fix}")
+        value = headers.get(header)
+        if value is None:
+            raise PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is required.",
+                              fix=bound.fix, details={"header": header})
+        from_headers[bound.argument] = value
+    return {**arguments, **{arg: params[p] for p, arg in rest.path_args.items()}, **rest.fixed,
+            **from_headers}
+
+
+def _header_error(rest: RestRoute, error: PylotaError) -> PylotaError:
+    """An invalid argument that came from a header, said of the header."""
+    path = error.details.get("path") if error.code is ErrorCode.INVALID_REQUEST else None
+    for header, bound in rest.headers.items():
+        if path == bound.argument:
+            return PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is not valid.",
+                               fix=bound.fix, details={"header": header})
+    return error
 
 
 def _json(value: Any, status: int, request_id: str) -> Response[bytes]:
@@ -151,7 +176,7 @@ async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[
     spec = next(t for t in res.tools if t.name == rest.tool)
     gathered = _query_arguments(request, spec, rest) if rest.method == "GET" \
         else await _body_arguments(request)
-    arguments = _arguments_from_path(rest, request.path_params, gathered)
+    arguments = _bound_arguments(rest, request.path_params, request.headers, gathered)
     outcome = await call_tool(res.calls, principal, rest.tool, arguments, request_id=request_id,
                               surface="rest", method=f"{rest.method} {rest.path}",
                               from_query=rest.method == "GET")
@@ -161,9 +186,11 @@ async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[
                           fix=f"Use a key with the {spec.permission.value} permission (and, "
                               "where the tool needs it, a tenant or identity key).")
     if isinstance(outcome, PylotaError):
-        raise outcome
+        raise _header_error(rest, outcome)
     if isinstance(outcome, Answer):
-        return _json(msgspec.to_builtins(outcome.value), rest.status, request_id)
+        replayed = rest.replay_status is not None and getattr(outcome.value, "deduplicated", False)
+        return _json(msgspec.to_builtins(outcome.value),
+                     rest.replay_status if replayed else rest.status, request_id)
     if "text/event-stream" in request.headers.get("accept", ""):
         fields["streaming"] = True
         return Stream(_sse(res, outcome, request_id), status_code=200,

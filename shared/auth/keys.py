@@ -32,7 +32,7 @@ from shared.tenancy.store import identity_tenant_id, key_standing, tenant_mode
 
 __all__ = ["Principal", "KeyInfo", "LAST_USED_RESOLUTION", "MODES", "create_key",
            "create_partner_key", "create_platform_key", "authenticate", "hash_token",
-           "list_keys", "revoke_key"]
+           "list_keys", "revoke_key", "live_key_count"]
 
 #: How stale ``last_used_at`` may get before authentication writes it again.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -254,3 +254,11 @@ async def revoke_key(conn: asyncpg.Connection, key_id: str) -> KeyInfo:
         raise invalid("key", f"No key {key_id!r}.",
                       "Pass a key id (key_…) from `pylota keys list`.")
     return _info(row)
+
+
+async def live_key_count(conn: asyncpg.Connection, tenant_id: str) -> int:
+    """How many keys of ``tenant_id`` still authenticate (neither revoked nor expired): the
+    seats of its plan (``shared.plans``)."""
+    return await conn.fetchval(
+        "SELECT count(*) FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL"
+        " AND (expires_at IS NULL OR expires_at > now())", tenant_id)

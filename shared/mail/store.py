@@ -43,7 +43,8 @@ __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "threa
            "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
-           "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels"]
+           "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels",
+           "stored_bytes", "received_since"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -531,3 +532,21 @@ async def set_labels(conn: asyncpg.Connection, message_id: str, labels: list[str
     """Replace the labels of ``message_id`` (the send tools' ``labels``, on the message they
     just stored)."""
     await conn.execute("UPDATE messages SET labels = $2 WHERE id = $1", message_id, labels)
+
+
+async def stored_bytes(conn: asyncpg.Connection, identity_ids: list[str]) -> int:
+    """Bytes of every message stored for ``identity_ids``, as received or sent (the raw
+    message, attachments included): the storage a plan counts (``shared.plans``)."""
+    return await conn.fetchval(
+        "SELECT coalesce(sum(octet_length(r.raw)), 0)::bigint FROM messages m"
+        " JOIN raw_messages r ON r.message_id = m.id WHERE m.identity_id = any($1::text[])",
+        identity_ids)
+
+
+async def received_since(conn: asyncpg.Connection, identity_ids: list[str], since: datetime
+                         ) -> int:
+    """How many inbound messages were stored for ``identity_ids`` since ``since`` (each is
+    triaged as it is stored: the triage allowance of ``shared.plans``)."""
+    return await conn.fetchval(
+        "SELECT count(*) FROM messages WHERE identity_id = any($1::text[])"
+        " AND direction = 'inbound' AND created_at >= $2", identity_ids, since)

@@ -15,6 +15,7 @@ import re
 
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.outbound.addresses import plain_text
+from shared.outbound.model import HEADER_VALUES
 
 __all__ = ["NAMED", "extra_headers"]
 
@@ -22,9 +23,7 @@ _X_NAME = re.compile(r"^X-[A-Za-z0-9_-]+$", re.IGNORECASE)
 
 #: The allowed fields besides X-: lower-case name -> (written name, allowed values or None).
 NAMED: dict[str, tuple[str, frozenset[str] | None]] = {
-    "importance": ("Importance", frozenset({"high", "normal", "low"})),
-    "priority": ("Priority", frozenset({"normal", "non-urgent", "urgent"})),
-    "sensitivity": ("Sensitivity", frozenset({"personal", "private", "company-confidential"})),
+    **{name.lower(): (name, frozenset(values)) for name, values in HEADER_VALUES.items()},
     "keywords": ("Keywords", None),
     "comments": ("Comments", None),
     "organization": ("Organization", None),

@@ -18,7 +18,8 @@ from shared.mail.records import MessageRecord
 from shared.tenancy.store import Identity
 
 __all__ = ["Recipient", "Attachment", "SendRequest", "ReplyRequest", "ForwardRequest", "Sender",
-           "RecipientDelivery", "Delivery", "Sent", "DeliveryStatus", "RecipientStatus"]
+           "RecipientDelivery", "Delivery", "Sent", "DeliveryStatus", "RecipientStatus",
+           "HEADER_VALUES"]
 
 IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=255,
                                              pattern="^[\\x20-\\x7E]{1,255}$")]
@@ -28,6 +29,22 @@ MessageId = Annotated[str, msgspec.Meta(pattern="^msg_[0-9A-HJKMNP-TV-Z]{26}$")]
 ThreadId = Annotated[str, msgspec.Meta(pattern="^thr_[0-9A-HJKMNP-TV-Z]{26}$")]
 HeaderValue = Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
 MetadataValue = Annotated[str, msgspec.Meta(max_length=512)]
+
+#: The extra header fields whose values are fixed, and their values in the spec's order (spec
+#: section 4.3, ``headers``; RFC 2156 section 5.3). ``shared.outbound.headers`` checks them.
+HEADER_VALUES: dict[str, tuple[str, ...]] = {
+    "Importance": ("high", "normal", "low"),
+    "Priority": ("normal", "non-urgent", "urgent"),
+    "Sensitivity": ("personal", "private", "company-confidential"),
+}
+#: ``headers`` as the schema publishes it: the values of :data:`HEADER_VALUES` as ``properties``
+#: (no type can say "these names, with these values, case-insensitively"), the rest in words.
+Headers = Annotated[dict[str, HeaderValue], msgspec.Meta(
+    description="X- headers whose name matches ^X-[A-Za-z0-9_-]+$, plus Importance, Priority, "
+                "Sensitivity, Keywords, Comments and Organization; names are matched "
+                "case-insensitively. Any other name gets header_not_allowed.",
+    extra_json_schema={"properties": {name: {"type": "string", "enum": list(values)}
+                                      for name, values in HEADER_VALUES.items()}})]
 
 
 class Recipient(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -61,12 +78,14 @@ class SendRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     passed as a :class:`Sender`. ``unsubscribe`` and ``consent`` are accepted as the schema says
     and not used yet: the spec gives them no fields."""
 
+    # Required fields in the spec's order (to, subject, idempotency_key): the schema's
+    # ``required`` list follows the fields.
     identity: IdentityRef | None = None
-    idempotency_key: IdempotencyKey
     to: Annotated[list[RecipientItem], msgspec.Meta(min_length=1, max_length=49)]
     cc: Recipients = []
     bcc: Recipients = []
     subject: Annotated[str, msgspec.Meta(min_length=1, max_length=998)]
+    idempotency_key: IdempotencyKey
     text: str | None = None
     html: str | None = None
     attachments: Attachments = []
@@ -74,7 +93,7 @@ class SendRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     thread_id: ThreadId | None = None
     from_address: AddressText | None = None
     labels: Annotated[list[str], msgspec.Meta(max_length=64)] = []
-    headers: dict[str, HeaderValue] = {}
+    headers: Headers = {}
     metadata: dict[str, MetadataValue] = {}
     unsubscribe: dict[str, Any] | None = None
     consent: dict[str, Any] | None = None
@@ -98,8 +117,8 @@ class ForwardRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
     message_id: MessageId
     identity: IdentityRef | None = None
-    idempotency_key: IdempotencyKey
     to: Annotated[list[AddressText], msgspec.Meta(min_length=1, max_length=49)]
+    idempotency_key: IdempotencyKey
     text: str | None = None
     include_attachments: bool = True
 

@@ -23,7 +23,7 @@ from shared.mail.store import set_status
 from shared.outbound.model import Delivery, DeliveryStatus, RecipientDelivery, RecipientStatus
 
 __all__ = ["Outbound", "Claim", "enqueue", "outbound_of", "delivery_of", "claim_next",
-           "keep_signed", "settle", "sent_message", "mark_bounced"]
+           "keep_signed", "settle", "sent_message", "mark_bounced", "recipients_since"]
 
 
 class Outbound(msgspec.Struct, frozen=True, kw_only=True):
@@ -213,3 +213,13 @@ async def mark_bounced(conn: asyncpg.Connection, message_id: str, address: str,
                 " RETURNING true", message_id, reply):
             await set_status(conn, message_id, "failed")
     return True
+
+
+async def recipients_since(conn: asyncpg.Connection, tenant_id: str, since: datetime) -> int:
+    """Envelope recipients of the messages ``tenant_id`` queued since ``since``, suppressed ones
+    included: the sends its plan counts (``shared.plans``; a message to three people is three
+    sends)."""
+    return await conn.fetchval(
+        "SELECT count(*) FROM outbound_recipients r"
+        " JOIN outbound_messages m ON m.message_id = r.message_id"
+        " WHERE m.tenant_id = $1 AND m.created_at >= $2", tenant_id, since)

@@ -25,7 +25,7 @@ __all__ = [
     "set_partner_status", "list_partners", "create_tenant", "get_tenant", "resolve_tenant",
     "set_tenant_policy", "create_identity", "resolve_identity", "list_identities",
     "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
-    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing",
+    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "address_domains",
 ]
 
 
@@ -367,3 +367,13 @@ async def key_standing(conn: asyncpg.Connection, *, partner_id: str | None,
                   (SELECT t.mode FROM tenants t WHERE t.id = $2) AS tenant_mode""",
         partner_id, tenant_id)
     return KeyStanding(partner_status=row["partner_status"], tenant_mode=row["tenant_mode"])
+
+
+async def address_domains(conn: asyncpg.Connection, tenant_id: str) -> list[str]:
+    """The domains of the active and retiring addresses of ``tenant_id``'s identities that can
+    act (not deleting or deleted), sorted (``shared.plans``: the custom_domains allowance)."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT split_part(a.address, '@', 2) AS domain
+           FROM identity_addresses a JOIN identities i ON i.id = a.identity_id
+           WHERE i.tenant_id = $1 AND i.status IN ('active', 'paused') ORDER BY 1""", tenant_id)
+    return [r["domain"] for r in rows]

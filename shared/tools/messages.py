@@ -8,6 +8,8 @@ from shared.errors import ErrorCode, PylotaError
 from shared.mail.reading import annotate, budget_message
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_message
+from shared.outbound.model import Delivery
+from shared.outbound.outbox import delivery_of
 from shared.tools.arguments import IdentityRef, MessageId
 from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
@@ -33,9 +35,11 @@ class GetMessageArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class MessageResult(MessageRecord, kw_only=True, omit_defaults=True):
-    """The Message object; ``truncated`` is set when a text was cut (spec section 4.2)."""
+    """The Message object; ``truncated`` is set when a text was cut (spec section 4.2).
+    ``delivery`` is the delivery state of a message we sent (absent for mail we received)."""
 
     truncated: bool = False
+    delivery: Delivery | None = None
 
 
 async def run(ctx: ToolContext, args: GetMessageArgs) -> MessageResult:
@@ -47,14 +51,20 @@ async def run(ctx: ToolContext, args: GetMessageArgs) -> MessageResult:
     """
     async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
-        record = await get_message(conn, identity.id, args.message_id,
-                                   include_text=args.include_quoted,
-                                   include_headers=args.include_headers)
-        if record is not None:
-            await annotate(conn, [record])
+        # One snapshot: a delivery that settles meanwhile changes the message's status and its
+        # delivery together, and the result shows both before or both after.
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            record = await get_message(conn, identity.id, args.message_id,
+                                       include_text=args.include_quoted,
+                                       include_headers=args.include_headers)
+            delivery = None
+            if record is not None:
+                await annotate(conn, [record])
+                if record.direction == "outbound":
+                    delivery = await delivery_of(conn, record.id)
     if record is None:
         raise PylotaError(ErrorCode.MESSAGE_NOT_FOUND, f"No message {args.message_id} in this identity.",
                           fix="Use a message_id returned by mail_search or mail_get_thread.")
-    result = MessageResult(**msgspec.structs.asdict(record))
+    result = MessageResult(**msgspec.structs.asdict(record), delivery=delivery)
     result.truncated = budget_message(result, MESSAGE_TEXT_CHARS)
     return result

@@ -23,13 +23,14 @@ import msgspec
 
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
+from shared.outbound.model import ForwardRequest, ReplyRequest, SendRequest
 from shared.ratelimit import Bucket
-from shared.tools import (contacts, identities, messages, related, search, sign_assertion,
-                          sign_http_request, threads, wait)
+from shared.tools import (contacts, identities, messages, related, search, sending,
+                          sign_assertion, sign_http_request, threads, usage, wait)
 from shared.tools.schema import input_schema, output_schema
 
-__all__ = ["Annotations", "READ_ONLY", "SIGNING", "ALL_LEVELS", "WORKSPACE_LEVELS", "ToolSpec",
-           "TOOLS", "visible_to"]
+__all__ = ["Annotations", "READ_ONLY", "SIGNING", "SENDING", "ALL_LEVELS", "WORKSPACE_LEVELS",
+           "ToolSpec", "TOOLS", "visible_to"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,10 @@ READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open
 #: The signing tools change nothing a caller can see, and each call makes a new token, so a
 #: repeat is not the same call; they reach no outside system (the caller's client does).
 SIGNING = Annotations(read_only=True, destructive=False, idempotent=False, open_world=False)
+
+#: The send tools: they write (a message leaves), nothing is destroyed, a retry with the same
+#: idempotency_key does nothing more, and the mail reaches the world outside.
+SENDING = Annotations(read_only=False, destructive=False, idempotent=True, open_world=True)
 ALL_LEVELS = frozenset(KeyLevel)
 #: Keys bound to one workspace (DESIGN.md section 5.2: the signing tools, mail_get_usage).
 WORKSPACE_LEVELS = frozenset({KeyLevel.TENANT, KeyLevel.IDENTITY})
@@ -117,6 +122,20 @@ TOOLS: tuple[ToolSpec, ...] = (
              result=sign_http_request.SignedRequest, permission=Permission.IDENTITIES_SIGN,
              annotations=SIGNING, levels=WORKSPACE_LEVELS, bucket="RL_SIGN",
              handler=sign_http_request.run),
+    ToolSpec(name="mail_get_usage", title="Check plan allowances", description=usage.DESCRIPTION,
+             args=usage.GetUsageArgs, result=usage.Usage, permission=Permission.USAGE_READ,
+             levels=frozenset({KeyLevel.TENANT, KeyLevel.IDENTITY}), annotations=READ_ONLY,
+             handler=usage.run),
+    ToolSpec(name="mail_send", title="Send an email", description=sending.SEND_DESCRIPTION,
+             args=SendRequest, result=sending.SendResult, permission=Permission.MESSAGES_SEND,
+             annotations=SENDING, bucket="RL_SEND", handler=sending.run_send),
+    ToolSpec(name="mail_reply", title="Reply to an email", description=sending.REPLY_DESCRIPTION,
+             args=ReplyRequest, result=sending.SendResult, permission=Permission.MESSAGES_SEND,
+             annotations=SENDING, bucket="RL_SEND", handler=sending.run_reply),
+    ToolSpec(name="mail_forward", title="Forward an email",
+             description=sending.FORWARD_DESCRIPTION, args=ForwardRequest,
+             result=sending.SendResult, permission=Permission.MESSAGES_SEND,
+             annotations=SENDING, bucket="RL_SEND", handler=sending.run_forward),
 )
 
 

@@ -6,10 +6,13 @@ defaults drive both decoding (``shared.tools.call``) and the published ``inputSc
 things differently from the spec's text, so :func:`input_schema` normalises its output:
 
 - every ``$ref`` is inlined (spec section 4.2: "with every $ref inlined so clients need no
-  reference resolution"), and Struct ``title``\\s are dropped;
+  reference resolution"), and Struct ``title``\\s are dropped; so are the docstrings of argument
+  Structs (msgspec publishes them as ``description``), nested ones included: they document the
+  Python type, and the spec's input schemas describe fields only;
 - an optional argument (``X | None = None``) is published as ``X``: leaving it out is how a
   client says "not given", and the spec's schemas never offer ``null``; likewise an empty list
-  default (``= []``) is left out, since leaving the argument out means the same;
+  or object default (``= []``, ``= {}``) is left out, since leaving the argument out means the
+  same;
 - an ``enum`` of strings also says ``"type": "string"``;
 - an ``anyOf`` whose branches have different types is a ``oneOf`` (the branches are disjoint,
   so the two mean the same; the spec writes ``oneOf`` for recipients);
@@ -52,9 +55,15 @@ def inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
     return schema
 
 
-def _generated(struct: type[msgspec.Struct]) -> dict[str, Any]:
+def _generated(struct: type[msgspec.Struct], *, docstrings: bool = True) -> dict[str, Any]:
     raw = msgspec.json.schema(struct)
-    return inline_refs(raw, raw.get("$defs", {}))
+    defs = raw.get("$defs", {})
+    if not docstrings:
+        # A definition's own description is its Struct's docstring; a field's description
+        # (``Meta(description=…)``) sits in the property, beside the ``$ref``, and stays.
+        defs = {name: {k: v for k, v in d.items() if k != "description"}
+                for name, d in defs.items()}
+    return inline_refs(raw, defs)
 
 
 def _is_null(schema: Any) -> bool:
@@ -90,7 +99,7 @@ def _optional(prop: dict[str, Any]) -> dict[str, Any]:
         (kept,) = [b for b in branches if not _is_null(b)]
         extra = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
         return {**extra, **kept}
-    if prop.get("default", ...) == []:
+    if prop.get("default", ...) in ([], {}):
         return {k: v for k, v in prop.items() if k != "default"}
     return prop
 
@@ -136,9 +145,8 @@ def input_schema(args: type[msgspec.Struct], extra: dict[str, Any] | None = None
     Returns:
         A JSON Schema object with no ``$ref``, no titles and no top-level description.
     """
-    schema = _normalise(_generated(args))
+    schema = _normalise(_generated(args, docstrings=False))
     _declared_order(schema, args)
-    schema.pop("description", None)
     schema.setdefault("properties", {})
     return {**schema, **(extra or {})}
 

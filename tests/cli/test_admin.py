@@ -194,3 +194,39 @@ def test_tenant_policy_and_signing_key_rotation(db_url, monkeypatch):
     again = pylota(db_url, "signing-keys", "rotate", "--purpose", "http_signature").stdout.split()
     assert again[0] == "http_signature"
     assert again[1] not in {k["kid"] for k in keys}
+
+
+def test_plans_set_allowances_top_ups_and_usage(db_url):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    assert pylota(db_url, "identities", "create", "--tenant", "Acme",
+                  "--address", "desk@acme.example").returncode == 0
+    free = pylota(db_url, "tenants", "set-plan", "--tenant", "Acme", "free")
+    assert free.returncode == 0 and free.stdout.strip() == "plan free (Free) set"
+    assert pylota(db_url, "tenants", "set-allowance", "--tenant", "Acme", "sends",
+                  "10").returncode == 0
+    assert pylota(db_url, "tenants", "set-allowance", "--tenant", "Acme", "storage_gb",
+                  "unlimited").returncode == 0
+    topped = pylota(db_url, "tenants", "top-up", "--tenant", "Acme", "--note", "launch",
+                    "sends", "5")
+    assert topped.returncode == 0 and topped.stdout.strip() == "sends: +5"
+    usage = msgspec.json.decode(pylota(db_url, "tenants", "usage", "--tenant", "Acme",
+                                       "--json").stdout)
+    assert usage["plan"]["id"] == "free"
+    assert usage["allowances"]["sends"]["granted"] == 15
+    assert usage["allowances"]["storage_gb"]["unlimited"] is True
+    assert usage["allowances"]["inboxes"] == {
+        "granted": 3, "used": 1, "remaining": 2, "unlimited": False, "period": None,
+        "resets_at": None, "enforced": False}
+    assert [t["note"] for t in usage["topups"]] == ["launch"]
+    text = pylota(db_url, "tenants", "usage", "--tenant", "Acme").stdout
+    assert text.startswith("plan free (Free)\n") and "sends: 0 used of 15, resets " in text
+    back = pylota(db_url, "tenants", "set-allowance", "--tenant", "Acme", "sends", "plan")
+    assert back.returncode == 0
+    again = msgspec.json.decode(pylota(db_url, "tenants", "usage", "--tenant", "Acme",
+                                       "--json").stdout)
+    assert again["allowances"]["sends"]["granted"] == 105
+
+    wrong = pylota(db_url, "tenants", "set-plan", "--tenant", "Acme", "gold")
+    assert wrong.returncode == 2 and "free" in wrong.stderr
+    bad = pylota(db_url, "tenants", "set-allowance", "--tenant", "Acme", "sends", "lots")
+    assert bad.returncode == 2 and "unlimited" in bad.stderr

@@ -86,20 +86,42 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
         "mail_sign_http_request": ({"url": "https://shop.example/"}, "POST",
                                    f"/v1/identities/{idn}/http-signatures",
                                    {"url": "https://shop.example/"}),
+        "mail_get_usage": ({}, "GET", "/v1/usage", {}),
+        "mail_send": ({"idempotency_key": "same-send", "to": ["jo@example.com"],
+                       "subject": "Hello", "text": "Hi."}, "POST",
+                      f"/v1/identities/{idn}/messages",
+                      {"to": ["jo@example.com"], "subject": "Hello", "text": "Hi."}),
+        "mail_reply": ({"message_id": message_id, "idempotency_key": "same-reply",
+                        "text": "Thanks."}, "POST", f"/v1/messages/{message_id}/reply",
+                       {"text": "Thanks."}),
+        "mail_forward": ({"message_id": message_id, "idempotency_key": "same-forward",
+                          "to": ["bo@example.net"]}, "POST",
+                         f"/v1/messages/{message_id}/forward", {"to": ["bo@example.net"]}),
     }
     assert set(cases) == {t.name for t in TOOLS}, "every tool needs its REST case here"
     async with sdk_client(demo["url"], demo["token"]) as client:
         for name, (arguments, method, path, rest_args) in cases.items():
             over_mcp = await client.call_tool(name, arguments)
             assert not over_mcp.is_error, (name, over_mcp.content)
+            headers = auth(demo["token"])
+            if "idempotency_key" in arguments:
+                # The send tools: REST takes the key as a header, and the same key replays
+                # MCP's message, so both bodies are one message (200, deduplicated on REST).
+                headers["Idempotency-Key"] = arguments["idempotency_key"]
             if method == "GET":
-                response = await http.get(path, params=rest_args, headers=auth(demo["token"]))
+                response = await http.get(path, params=rest_args, headers=headers)
             else:
-                response = await http.post(path, json=rest_args, headers=auth(demo["token"]))
-            status = next(r.status for r in REST_ROUTES if (r.tool, r.method) == (name, method))
-            assert response.status_code == status, (name, response.text)
+                response = await http.post(path, json=rest_args, headers=headers)
+            route = next(r for r in REST_ROUTES if (r.tool, r.method) == (name, method))
+            # a send replaying MCP's key answers with the route's replay status
+            expected = route.replay_status if "idempotency_key" in arguments else route.status
+            assert response.status_code == expected, (name, response.text)
             assert response.headers["content-type"] == "application/json"
-            assert without_clock(response.json()) == without_clock(over_mcp.structured_content), name
+            over_rest, mcp_body = response.json(), dict(over_mcp.structured_content)
+            if "idempotency_key" in arguments:
+                replayed = (mcp_body.pop("deduplicated"), over_rest.pop("deduplicated"))
+                assert replayed == (False, True), name
+            assert without_clock(over_rest) == without_clock(mcp_body), name
 
 
 async def test_errors_are_the_envelope_with_the_codes_status(demo):

@@ -1,0 +1,47 @@
+"""``pylota smtp`` as an operator runs it: it listens where the settings say, greets, and stops
+cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import smtplib
+import subprocess
+import sys
+
+from tests.conftest import REDIS_URL, ROOT, free_port
+
+WAIT = 30
+
+
+def greeting(port: int) -> tuple[int, bytes]:
+    with smtplib.SMTP("127.0.0.1", port, timeout=5) as client:
+        return client.ehlo("mta.sender.example")
+
+
+async def test_pylota_smtp_listens_greets_and_stops_on_sigterm(db_url):
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": REDIS_URL,
+           "PM_SMTP_LISTEN_HOST": "127.0.0.1", "PM_SMTP_LISTEN_PORT": str(port),
+           "PM_API_HOST": "mail.pylota.test"}
+    process = subprocess.Popen([sys.executable, "-m", "cli", "smtp", "--authserv-id",
+                                "mx.pylota.test"], env=env, cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        async with asyncio.timeout(WAIT):
+            while True:
+                assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
+                try:
+                    code, text = await asyncio.to_thread(greeting, port)
+                    break
+                except OSError:  # not listening yet
+                    await asyncio.sleep(0.1)
+        assert code == 250 and text.startswith(b"mx.pylota.test")
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(WAIT):
+            assert await asyncio.to_thread(process.wait) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
