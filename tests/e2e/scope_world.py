@@ -231,6 +231,9 @@ def rest_call(tool: str, arguments: dict[str, Any]) -> tuple[RestRoute, str, dic
     for param, argument in route.query.items():
         if argument in rest:
             rest[param] = rest.pop(argument)
+    headers = {name: str(rest.pop(header.argument)) for name, header in route.headers.items()
+               if header.argument in rest}
     if route.method == "GET":
-        return route, path, {"params": {k: _query_value(v) for k, v in rest.items()}}
-    return route, path, {"json": rest}
+        return route, path, {"params": {k: _query_value(v) for k, v in rest.items()},
+                             "headers": headers}
+    return route, path, {"json": rest, "headers": headers}

@@ -104,8 +104,8 @@ async def test_no_level_reaches_another_tenants_resources(world):
             failures.append(f"mcp {key.label} {tool.name} {arguments} leaked {secrets}")
 
         route, path, request = rest_call(tool.name, arguments)
-        response = await http.request(route.method, path, headers={
-            "Authorization": f"Bearer {key.token}"}, **request)
+        headers = {"Authorization": f"Bearer {key.token}", **request.pop("headers")}
+        response = await http.request(route.method, path, headers=headers, **request)
         error = response.json().get("error", {}) if response.headers.get(
             "content-type", "").startswith("application/json") else {}
         code = error.get("code", f"status {response.status_code}")

@@ -58,7 +58,8 @@ async def test_a_tool_bucket_is_one_budget_across_mcp_and_rest(db_url, conn, buc
 
             async def over_rest(tool: str, arguments: dict) -> httpx.Response:
                 route, path, request = rest_call(tool, arguments)
-                return await http.request(route.method, path, headers=auth, **request)
+                return await http.request(route.method, path,
+                                          headers={**auth, **request.pop("headers")}, **request)
 
             for n in range(LIMIT):
                 tool, arguments = next(calls)
