@@ -85,6 +85,36 @@ def tenants_set_pattern(tenant: str, name: str, pattern: str) -> None:
     click.echo(f"custom:{name} set")
 
 
+@tenants.command("set-policy")
+@click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
+@click.option("--agentic-max-steps", type=int,
+              help="mail_deep_search's step limit, 2 to 10 (default and cap of max_steps).")
+@click.option("--agentic-max-seconds", type=int,
+              help="mail_deep_search's time limit in seconds, 3 to 30 (default and cap of "
+                   "max_seconds).")
+@click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON.")
+def tenants_set_policy(tenant: str, agentic_max_steps: int | None,
+                       agentic_max_seconds: int | None, as_json: bool) -> None:
+    """Set a tenant's agentic limits: a mail_deep_search call without max_steps or max_seconds
+    gets them, and a larger value is lowered to them (6 steps and 8 seconds unless changed).
+    A limit not given stays as it is."""
+    if agentic_max_steps is None and agentic_max_seconds is None:
+        raise click.UsageError("Pass --agentic-max-steps, --agentic-max-seconds or both.")
+
+    async def work(settings: Settings) -> tenancy.Tenant:
+        conn = await connect(settings.database_url)
+        try:
+            found = await tenancy.resolve_tenant(conn, tenant)
+            return await tenancy.set_agentic_limits(conn, found.id, max_steps=agentic_max_steps,
+                                                    max_seconds=agentic_max_seconds)
+        finally:
+            await conn.close()
+
+    changed = run(work)
+    emit(changed, as_json, f"{changed.id}: agentic limits {changed.agentic_max_steps} steps, "
+                           f"{changed.agentic_max_seconds} seconds")
+
+
 @click.group()
 def identities() -> None:
     """Manage identities (mailboxes)."""

@@ -16,7 +16,7 @@ import msgspec
 from redis.asyncio import Redis
 
 __all__ = [
-    "JOB_MAIL_WAIT", "JOB_EMBED", "Queue", "queue_name", "interactive_queue", "batch_queue",
+    "JOB_MAIL_WAIT", "JOB_EMBED", "JOB_DEEP_SEARCH", "Queue", "queue_name", "interactive_queue", "batch_queue",
     "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
     "publish_new_mail", "publish_job_event",
 ]
@@ -25,6 +25,8 @@ __all__ = [
 JOB_MAIL_WAIT = "mail_wait"
 #: arq function name of the batch job that embeds queued messages.
 JOB_EMBED = "embed_pending"
+#: arq function name of the mail_deep_search job.
+JOB_DEEP_SEARCH = "mail_deep_search"
 
 Queue = Literal["interactive", "batch"]
 """Interactive jobs (a client waits on them) poll fast; batch jobs are background work."""

@@ -27,11 +27,14 @@ from redis.asyncio import Redis
 from shared.config import Settings
 from shared.control import Control
 from shared.db import Database
+from shared.deepsearch import Backend, DeepSearchRequest, DeepSearchResult, deep_search
 from shared.embeddings.embedder import Embedder
 from shared.embeddings.store import embed_pending
-from shared.events import JOB_EMBED, JOB_MAIL_WAIT, NewMail, Queue
+from shared.events import JOB_DEEP_SEARCH, JOB_EMBED, JOB_MAIL_WAIT, NewMail, Queue
 from shared.mail.waiting import WaitRequest, wait_for_message
 from shared.pubsub import Subscriptions
+from shared.search.semantic import SemanticEngine
+from shared.tenancy.store import AGENTIC_SECONDS
 
 __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
            "DEADLINE_GRACE_SECONDS"]
@@ -50,6 +53,8 @@ class JobEnv:
     """What a job may use, built once per worker process.
 
     ``new_mail`` is the worker's one subscription to every identity's new-mail channel;
+    ``engine`` (the semantic engine of ``settings.pm_embedder``, warmed at start on interactive
+    workers) and ``backend`` (``shared.deepsearch.backend_for``) serve deep search;
     ``embedder`` is loaded on batch workers only (None where it could not load).
     """
 
@@ -57,6 +62,8 @@ class JobEnv:
     redis: Redis
     settings: Settings
     new_mail: Subscriptions[NewMail]
+    engine: SemanticEngine
+    backend: Backend
     embedder: Embedder | None = None
 
 
@@ -86,6 +93,13 @@ async def _wait(env: JobEnv, request: WaitRequest, control: Control) -> Any:
                                   heartbeat=env.settings.pm_stream_heartbeat_seconds)
 
 
+async def _deep_search(env: JobEnv, request: DeepSearchRequest, control: Control
+                       ) -> DeepSearchResult:
+    # One progress report per agentic step (spec section 2.6: progress = step, total = max_steps).
+    return await deep_search(env.db, env.engine, request, backend=env.backend,
+                             progress=control.progress, checkpoint=control.checkpoint)
+
+
 async def _embed(env: JobEnv) -> int:
     if env.embedder is None:  # the model could not load: messages stay queued
         return 0
@@ -99,6 +113,10 @@ JOBS: tuple[JobSpec, ...] = (
             payload=WaitRequest),
     # One run embeds EMBED_RUN_MESSAGES, about a minute on 2 cores; 30 minutes is a stuck run.
     JobSpec(name=JOB_EMBED, queue="batch", run=_embed, deadline_seconds=1800.0),
+    # mail_deep_search runs at most 30 s (spec section 7); each call's own seconds are its
+    # max_seconds, lowered to the tenant's limit by the tool.
+    JobSpec(name=JOB_DEEP_SEARCH, queue="interactive", run=_deep_search,
+            deadline_seconds=float(AGENTIC_SECONDS[-1]), payload=DeepSearchRequest),
 )
 
 

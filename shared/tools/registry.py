@@ -24,7 +24,8 @@ import msgspec
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
 from shared.ratelimit import Bucket
-from shared.tools import contacts, identities, messages, related, search, threads, wait
+from shared.tools import (contacts, deep_search, identities, messages, related, search,
+                          threads, wait)
 from shared.tools.schema import input_schema, output_schema
 
 __all__ = ["Annotations", "READ_ONLY", "ALL_LEVELS", "ToolSpec", "TOOLS", "visible_to"]
@@ -100,6 +101,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="mail_wait", title="Wait for a message", description=wait.DESCRIPTION,
              args=wait.WaitArgs, result=wait.WaitResult, permission=Permission.MESSAGES_READ,
              annotations=READ_ONLY, runs_on="worker", handler=wait.run),
+    ToolSpec(name="mail_deep_search", title="Answer a question from mail",
+             description=deep_search.DESCRIPTION, args=deep_search.DeepSearchArgs,
+             result=deep_search.DeepSearchResult, permission=Permission.SEARCH_READ,
+             annotations=READ_ONLY, bucket="RL_AGENTIC", runs_on="worker",
+             handler=deep_search.run),
 )
 
 

@@ -89,3 +89,24 @@ async def test_keys_list_and_revoke(db_url, conn):
     assert raised.value.code is ErrorCode.KEY_REVOKED
     missing = pylota(db_url, "keys", "revoke", "key_nope")
     assert missing.returncode == 2 and "No key 'key_nope'" in missing.stderr
+
+
+async def test_set_policy_sets_the_agentic_limits_and_refuses_outside_their_range(db_url, conn):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    steps = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme", "--agentic-max-steps", "4")
+    assert steps.returncode == 0, steps.stderr
+    assert "4 steps, 8 seconds" in steps.stdout
+    both = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme", "--agentic-max-steps",
+                  "10", "--agentic-max-seconds", "30", "--json")
+    assert both.returncode == 0, both.stderr
+    shown = msgspec.json.decode(both.stdout)
+    assert (shown["agentic_max_steps"], shown["agentic_max_seconds"]) == (10, 30)
+    assert await conn.fetchrow("SELECT agentic_max_steps, agentic_max_seconds FROM tenants"
+                               " WHERE name = 'Acme'") == (10, 30)
+    refused = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme",
+                     "--agentic-max-seconds", "31")
+    assert refused.returncode == 2 and "outside 3 to 30" in refused.stderr
+    assert "fix:" in refused.stderr
+    nothing = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme")
+    assert nothing.returncode == 2 and "--agentic-max-steps" in nothing.stderr
+    assert await conn.fetchval("SELECT agentic_max_seconds FROM tenants WHERE name = 'Acme'") == 30
