@@ -235,7 +235,7 @@ async def watch(redis) -> AsyncIterator[JobWatch]:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_each_step_is_one_progress_notification_and_the_answer_cites_its_evidence(
+async def test_one_progress_per_step_and_the_mail_that_hijacks_never_becomes_the_answer(
         box, mode):
     token, _ = await tokens(box)
     await set_agentic_limits(box.conn, box.tenant_id, max_steps=5)
