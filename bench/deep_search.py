@@ -1,20 +1,27 @@
-"""Score mail_deep_search's agent on the QA kit's dev items, by the rule of ``qa/README.md``.
+"""Score mail_deep_search on the QA kit's dev items through the real front and workers, by the
+rule of ``qa/README.md``.
 
-    python -m bench.deep_search [--kit ../shared] [--database NAME] [--verbose]
+    python -m bench.deep_search [--kit ../shared] [--admin-dsn DSN] [--database NAME]
+                                [--only ID …] [--mode legacy|2026-07-28] [--verbose]
 
-Creates a database on the PostgreSQL of ``--admin-dsn`` and drops it at the end (or uses and
-keeps ``--database``, importing only when it has no identities), imports both kit mailboxes (``notmuch-lkml``, ``notmuch-default``) into
-one identity each with ``shared.ingest.importer.import_paths`` (what ``pylota import`` runs),
-embeds them with the real ONNX model (``embed_pending`` with ``load_embedder("onnx", 2)``), then
-asks each item of ``qa/dev.jsonl`` of its mailbox through ``shared.deepsearch.deep_search`` with
-the default budgets (6 steps, 8 seconds) and the built-in backend, as the worker job runs it.
+Sets up a stack with the ``pylota`` CLI as a user would (``bench.stack``): ``pylota migrate`` on
+a new database (or ``--database``, kept, imported only once), a tenant ``qa`` with one identity
+per kit mailbox (``notmuch-lkml``, ``notmuch-default``) filled by ``pylota import`` and an
+identity key each. It starts ``pylota serve``, ``pylota worker --batch`` (which embeds every
+message with the ONNX model) and ``pylota worker`` (which runs deep search, its model warmed at
+start), waits until the embedding queue is empty, then asks each item of ``qa/dev.jsonl`` of its
+mailbox with the official MCP Python SDK (``mcp``, a test extra: ``pip install -e '.[test]'``),
+one call at a time, with the tenant's default budgets (6 steps, 8 seconds) and the built-in
+backend, and a progress callback (each call must report one notification per step).
 
-Scoring (``qa/README.md``): cited ``msg_`` ids are mapped to their RFC 5322 Message-IDs; an
-answerable item is correct when the status is ``answered``, the answer matches one of its
-``answer_patterns`` and one cited id is in ``evidence``; an unanswerable item when the status is
-``insufficient_evidence``. Citation precision (micro) counts, over answered items, the cited ids
-in ``evidence`` or ``also_supports`` (none for an unanswerable item). Seconds are wall time of
-each call. The embedding and ranking threshold constants were set on these dev items only.
+Scoring (``qa/README.md``): cited ``msg_`` ids (the evidence items) are mapped to their RFC 5322
+Message-IDs; an answerable item is correct when the status is ``answered``, the answer matches
+one of its ``answer_patterns`` and one cited id is in ``evidence``; an unanswerable item when the
+status is ``insufficient_evidence``. Citation precision (micro) counts, over answered items, the
+cited ids in ``evidence`` or ``also_supports`` (none for an unanswerable item). Seconds are the
+client's wall time of each ``tools/call``: front, queue, worker and relay (the agent's own share,
+``usage.seconds``, is printed beside them). The load average of the machine is printed before
+and after, since the machine is shared.
 """
 
 from __future__ import annotations
@@ -22,21 +29,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import platform
 import re
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import asyncpg
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from bench.stack import ROOT, percentile
-from shared.db import connect, migrate, open_database
-from shared.deepsearch import BuiltinBackend, DeepSearchRequest, deep_search
-from shared.embeddings.embedder import load_embedder
-from shared.embeddings.store import embed_pending
-from shared.ingest.importer import import_paths
-from shared.search.semantic import SemanticEngine
-from shared.tenancy.store import create_identity, create_tenant, list_identities
+from bench.stack import ROOT, Stack, percentile
 
 MAILBOXES = ("notmuch-lkml", "notmuch-default")
 
@@ -50,96 +55,78 @@ def correct(item: dict[str, Any], status: str, answer: str, cited: list[str]) ->
             and bool(set(cited) & set(item["evidence"])))
 
 
-async def _prepare(admin_dsn: str, database: str | None, kit: Path) -> tuple[str, dict[str, str]]:
-    name = database or f"pylota_deep_{int(time.time())}"
-    dsn = admin_dsn.rsplit("/", 1)[0] + "/" + name
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
-            await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    conn = await connect(dsn)
-    try:
-        await migrate(conn)
-        known = await list_identities(conn, tenant_ids=None, identity_id=None, status=None,
-                                      purpose=None, after_id=None, limit=10)
-        boxes = {i.addresses[0].split("@")[0]: i.id for i in known}
-        if not boxes:
-            tenant = await create_tenant(conn, "qa")
-            for box in MAILBOXES:
-                identity = await create_identity(conn, tenant.id, f"{box}@qa.example")
-                summary = await import_paths(conn, None, identity.id,
-                                             [kit / "corpus/mailboxes" / box / "maildir"])
-                print(f"imported {box}: {summary.imported} messages, "
-                      f"{summary.duplicates} duplicates, {len(summary.failed)} failed")
-                boxes[box] = identity.id
-    finally:
-        await conn.close()
-    pool = await open_database(dsn, size=4, acquire_seconds=10)
-    try:
-        embedder = load_embedder("onnx", 2)
-        assert embedder is not None
-        started = time.monotonic()
-        done = await embed_pending(pool, embedder)
-        if done:
-            print(f"embedded {done} messages in {time.monotonic() - started:.0f} s")
-    finally:
-        await pool.close()
-    return dsn, boxes
+async def _ask(url: str, token: str, items: list[dict[str, Any]], mode: str
+               ) -> list[dict[str, Any]]:
+    """Ask ``items`` one at a time over MCP; each answer with its progress and wall seconds."""
+    answers = []
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(30, read=60)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            for item in items:
+                progress: list[tuple[float, float | None, str | None]] = []
+
+                async def on_progress(value: float, total: float | None,
+                                      message: str | None) -> None:
+                    progress.append((value, total, message))
+
+                began = time.monotonic()
+                result = await client.call_tool("mail_deep_search",
+                                                {"question": item["question"]},
+                                                progress_callback=on_progress)
+                seconds = time.monotonic() - began
+                if result.is_error:
+                    raise RuntimeError(f"{item['id']}: {result.content[0].text}")
+                answers.append({"item": item, "body": result.structured_content,
+                                "progress": progress, "seconds": seconds})
+    return answers
 
 
-async def _run(args: argparse.Namespace) -> None:
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} (5 min: {five:.1f})"
+
+
+def _run(args: argparse.Namespace) -> None:
     items = [json.loads(line) for line in
              (args.kit / "qa/dev.jsonl").read_text().splitlines() if line.strip()]
     if args.only:
         items = [i for i in items if i["id"] in args.only]
-    dsn, boxes = await _prepare(args.admin_dsn, args.database, args.kit)
-    pool = await open_database(dsn, size=4, acquire_seconds=10)
-    engine = SemanticEngine("onnx", 2)
-    backend = BuiltinBackend()
     rows: list[dict[str, Any]] = []
-    try:
-        async with pool.acquire() as conn:
-            header = {r["id"]: r["rfc_message_id"] for r in await conn.fetch(
-                "SELECT id, rfc_message_id FROM messages")}
-            await engine.ready(conn)  # load the model before timing, as a warm worker has it
-
-        async def progress(step: int, total: int, message: str) -> None:
-            if args.verbose:
-                print(f"    [{step}/{total}] {message}")
-
-        async def checkpoint() -> None:
-            return None
-
-        for item in items:
-            request = DeepSearchRequest(question=item["question"],
-                                        identity_ids=[boxes[item["mailbox"]]], time_zone="UTC")
-            began = time.monotonic()
-            result = await deep_search(pool, engine, request, backend=backend,
-                                       progress=progress, checkpoint=checkpoint)
-            seconds = time.monotonic() - began
-            cited = [header.get(e.message_id, "?") for e in result.evidence]
-            support = set(item["evidence"]) | set(item["also_supports"])
-            good = correct(item, result.status, result.answer, cited)
-            rows.append({"item": item, "status": result.status, "correct": good,
-                         "cited": cited, "supported": [c in support for c in cited],
-                         "seconds": seconds})
-            if args.verbose or not good:
-                print(f"{item['id']} {item['kind']:12} hops={item['hops']} {result.status:22} "
-                      f"{'ok ' if good else 'BAD'} {seconds:.2f}s  {item['question']}")
-                print(f"    answer: {result.answer[:600]}")
-                print(f"    cited: {[(c, s) for c, s in zip(cited, rows[-1]['supported'])]}")
-                for step in result.trace:
-                    print(f"    {step.step} {step.action} {step.seconds:.2f}s {step.hits} {step.detail}")
-    finally:
-        await pool.close()
-        if not args.database:
-            admin = await asyncpg.connect(args.admin_dsn)
-            try:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{dsn.rsplit("/", 1)[1]}" WITH (FORCE)')
-            finally:
-                await admin.close()
+    with Stack(args.admin_dsn, database=args.database) as stack:
+        boxes = {name: stack.mailbox("qa", f"{name}@qa.example",
+                                     args.kit / "corpus/mailboxes" / name / "maildir")
+                 for name in MAILBOXES}
+        for name, box in boxes.items():
+            print(f"imported {name}: {box['import'].get('imported', 0)} messages")
+        stack.start(interactive_worker=True)
+        print(f"embedded in {stack.wait_embedded():.0f} s")
+        header = {r["id"]: r["rfc_message_id"] for r in stack.sql(
+            "SELECT id, rfc_message_id FROM messages")}
+        print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+              f"{os.cpu_count()} cores, load {_load()} before")
+        for name in MAILBOXES:
+            asked = [i for i in items if i["mailbox"] == name]
+            if asked:
+                rows += asyncio.run(_ask(stack.url, boxes[name]["token"], asked, args.mode))
+        print(f"load {_load()} after")
+    for row in rows:
+        item, body = row["item"], row["body"]
+        cited = [header.get(e["message_id"], "?") for e in body["evidence"]]
+        support = set(item["evidence"]) | set(item["also_supports"])
+        row.update(status=body["status"], cited=cited, supported=[c in support for c in cited],
+                   correct=correct(item, body["status"], body["answer"], cited))
+        steps = [t["step"] for t in body["trace"]]
+        if [p for p, _, _ in row["progress"]] != steps:
+            print(f"{item['id']}: progress {row['progress']} does not match the trace {steps}")
+        if args.verbose or not row["correct"]:
+            print(f"{item['id']} {item['kind']:12} hops={item['hops']} {body['status']:22} "
+                  f"{'ok ' if row['correct'] else 'BAD'} {row['seconds']:.2f}s  "
+                  f"{item['question']}")
+            print(f"    answer: {body['answer'][:600]}")
+            print(f"    cited: {list(zip(cited, row['supported']))}")
+            for step in body["trace"]:
+                print(f"    {step['step']} {step['action']} {step['seconds']:.2f}s {step['hits']} "
+                      f"{step['detail']}")
     _report(rows)
 
 
@@ -147,7 +134,8 @@ def _report(rows: list[dict[str, Any]]) -> None:
     def share(selected: list[dict[str, Any]]) -> str:
         if not selected:
             return "n/a"
-        return f"{sum(r['correct'] for r in selected) / len(selected):.3f} ({sum(r['correct'] for r in selected)}/{len(selected)})"
+        good = sum(r["correct"] for r in selected)
+        return f"{good / len(selected):.3f} ({good}/{len(selected)})"
 
     answerable = [r for r in rows if r["item"]["kind"] != "unanswerable"]
     unanswerable = [r for r in rows if r["item"]["kind"] == "unanswerable"]
@@ -155,6 +143,7 @@ def _report(rows: list[dict[str, Any]]) -> None:
     per_item = [sum(r["supported"]) / len(r["supported"]) for r in rows
                 if r["status"] == "answered" and r["supported"]]
     seconds = [r["seconds"] for r in rows]
+    agent = [r["body"]["usage"]["seconds"] for r in rows]
     print()
     print("| measure | value |")
     print("| --- | --- |")
@@ -167,6 +156,8 @@ def _report(rows: list[dict[str, Any]]) -> None:
           f"{sum(flags) / len(flags) if flags else 0:.3f} ({sum(flags)}/{len(flags)}) |")
     print(f"| citation precision, macro | {sum(per_item) / len(per_item) if per_item else 0:.3f} |")
     print(f"| seconds p50 / p95 | {percentile(seconds, 50):.2f} / {percentile(seconds, 95):.2f} |")
+    print(f"| of which the agent (usage.seconds) p50 / p95 | {percentile(agent, 50):.2f} / "
+          f"{percentile(agent, 95):.2f} |")
 
 
 def main() -> None:
@@ -175,8 +166,10 @@ def main() -> None:
     parser.add_argument("--admin-dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--database", help="Use (and keep) this database; import if empty.")
     parser.add_argument("--only", nargs="*", help="Item ids to run (default: all).")
+    parser.add_argument("--mode", default="legacy", choices=("legacy", "2026-07-28"),
+                        help="MCP era of the SDK client.")
     parser.add_argument("--verbose", action="store_true", help="Print every item and step.")
-    asyncio.run(_run(parser.parse_args()))
+    _run(parser.parse_args())
 
 
 if __name__ == "__main__":

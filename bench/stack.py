@@ -2,10 +2,11 @@
 
 It creates its own database on the PostgreSQL of ``--admin-dsn``, sets it up with the ``pylota``
 CLI exactly as a user would (migrate, tenants, identities, keys, import), starts the real front
-(``pylota serve``) and the batch worker (``pylota worker --batch``) as processes, and speaks MCP to
-the front over HTTP (legacy era, JSON responses). Server-side durations come from the front's
-``tool_call`` log lines (``duration_ms``, spec section 7). Redis database 9 keeps its queues apart
-from a test run on the same Redis.
+(``pylota serve``), the batch worker (``pylota worker --batch``) and, when asked, an interactive
+worker (``pylota worker``, which runs mail_deep_search) as processes, and speaks MCP to the front
+over HTTP (legacy era, JSON responses). Server-side durations come from the front's ``tool_call``
+log lines (``duration_ms``, spec section 7). Redis database 9 and a namespace of the stack's own
+(``PM_NAMESPACE``) keep its queues apart from test runs and other stacks on the same Redis.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 
 import asyncpg
 import httpx
+from redis import Redis
+
+from shared.events import workers_key
 
 __all__ = ["Stack", "percentile"]
 
@@ -54,9 +58,12 @@ class Stack:
         self.admin_dsn = admin_dsn
         self.dsn = admin_dsn.rsplit("/", 1)[0] + "/" + self.name
         self.keep = database is not None
+        self.namespace = f"bench-{self.name}"
+        self.redis_url = redis_url
         self.env = {**os.environ, "DATABASE_URL": self.dsn, "REDIS_URL": redis_url,
-                    "PM_EMBEDDER": embedder, "PM_EMBED_POLL_SECONDS": "1",
-                    "PM_RL_API_PER_MINUTE": "100000", "PM_RL_SEARCH_PER_MINUTE": "100000",
+                    "PM_NAMESPACE": self.namespace, "PM_EMBEDDER": embedder,
+                    "PM_EMBED_POLL_SECONDS": "1", "PM_RL_API_PER_MINUTE": "100000",
+                    "PM_RL_SEARCH_PER_MINUTE": "100000", "PM_RL_AGENTIC_PER_MINUTE": "100000",
                     "PM_API_HOST": "bench.pylota.test",
                     # no DKIM key lookups: these machines have no DNS to ask
                     "PM_DKIM_VERIFY": "false"}
@@ -113,21 +120,39 @@ class Stack:
         self.cli("migrate")
         return self
 
-    def start(self, *, batch_worker: bool = True) -> None:
-        """Start the front (and the batch worker) and wait until the front answers."""
+    def start(self, *, batch_worker: bool = True, interactive_worker: bool = False) -> None:
+        """Start the front (and the batch worker, and an interactive worker) and wait until the
+        front answers and the interactive worker beats."""
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}/mcp"
         self._spawn("front", "serve", "--port", str(port))
         if batch_worker:
             self._spawn("batch", "worker", "--batch")
-        deadline = time.monotonic() + 60
+        if interactive_worker:
+            self._spawn("worker", "worker")
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
                 if self._http.post(self.url, json={}).status_code in (401, 400, 415):
-                    return
+                    break
             except httpx.TransportError:
                 time.sleep(0.2)
-        raise RuntimeError(f"the front did not start; see {self.logs / 'front.log'}")
+        else:
+            raise RuntimeError(f"the front did not start; see {self.logs / 'front.log'}")
+        if interactive_worker:
+            self._wait_beating(deadline)
+
+    def _wait_beating(self, deadline: float) -> None:
+        """Wait until an interactive worker beats (it warms its model first)."""
+        redis = Redis.from_url(self.redis_url)
+        try:
+            while not redis.zcount(workers_key(self.namespace, "interactive"), time.time(),
+                                   "+inf"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the worker did not start; see {self.logs / 'worker.log'}")
+                time.sleep(0.2)
+        finally:
+            redis.close()
 
     def _spawn(self, name: str, *args: str) -> None:
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process

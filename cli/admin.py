@@ -155,24 +155,44 @@ def tenants_create(name: str, time_zone: str, test_mode: bool, partner: str | No
 @click.option("--signed-requests/--no-signed-requests", default=None,
               help="Whether the workspace's agents may sign HTTP requests "
                    "(mail_sign_http_request; otherwise policy_denied).")
+@click.option("--agentic-max-steps", type=int,
+              help="mail_deep_search's step limit, 2 to 10 (default and cap of max_steps).")
+@click.option("--agentic-max-seconds", type=int,
+              help="mail_deep_search's time limit in seconds, 3 to 30 (default and cap of "
+                   "max_seconds).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON.")
-def tenants_set_policy(tenant: str, accountable_human: bool | None,
-                       signed_requests: bool | None, as_json: bool) -> None:
-    """Set the agent identity policy of a tenant; options left out keep their value."""
+def tenants_set_policy(tenant: str, accountable_human: bool | None, signed_requests: bool | None,
+                       agentic_max_steps: int | None, agentic_max_seconds: int | None,
+                       as_json: bool) -> None:
+    """Set a tenant's policy; options left out keep their value. The agentic limits are what a
+    mail_deep_search call without max_steps or max_seconds gets, and a larger value is lowered
+    to them (6 steps and 8 seconds unless changed)."""
+    if (accountable_human, signed_requests, agentic_max_steps, agentic_max_seconds) == (
+            None, None, None, None):
+        raise click.UsageError("Pass at least one policy option; see --help.")
 
     async def work(settings: Settings) -> tenancy.Tenant:
         conn = await connect(settings.database_url)
         try:
             found = await tenancy.resolve_tenant(conn, tenant)
-            return await tenancy.set_tenant_policy(conn, found.id,
-                                                   accountable_human=accountable_human,
-                                                   allow_signed_requests=signed_requests)
+            async with conn.transaction():
+                if accountable_human is not None or signed_requests is not None:
+                    found = await tenancy.set_tenant_policy(
+                        conn, found.id, accountable_human=accountable_human,
+                        allow_signed_requests=signed_requests)
+                if agentic_max_steps is not None or agentic_max_seconds is not None:
+                    found = await tenancy.set_agentic_limits(
+                        conn, found.id, max_steps=agentic_max_steps,
+                        max_seconds=agentic_max_seconds)
+            return found
         finally:
             await conn.close()
 
     done = run(work)
     emit(done, as_json, f"{done.id}  accountable_human={str(done.accountable_human).lower()}"
-                        f"  signed_requests={str(done.allow_signed_requests).lower()}")
+                        f"  signed_requests={str(done.allow_signed_requests).lower()}"
+                        f"  agentic limits {done.agentic_max_steps} steps, "
+                        f"{done.agentic_max_seconds} seconds")
 
 
 @tenants.command("set-pattern")

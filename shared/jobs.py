@@ -27,15 +27,18 @@ from redis.asyncio import Redis
 from shared.config import Settings
 from shared.control import Control
 from shared.db import Database
+from shared.deepsearch import Backend, DeepSearchRequest, DeepSearchResult, deep_search
 from shared.embeddings.embedder import Embedder
 from shared.embeddings.store import embed_pending
-from shared.events import (JOB_DELIVER, JOB_EMBED, JOB_MAIL_WAIT, JOB_PURGE_SEND_KEYS, NewMail,
-                           Queue, ran_key)
+from shared.events import (JOB_DEEP_SEARCH, JOB_DELIVER, JOB_EMBED, JOB_MAIL_WAIT,
+                           JOB_PURGE_SEND_KEYS, NewMail, Queue, ran_key)
 from shared.mail.waiting import WaitRequest, wait_for_message
 from shared.outbound.delivery import RelayConfig, deliver_due
 from shared.outbound.dkim_signing import DkimSigner
 from shared.outbound.idempotency import purge
 from shared.pubsub import Subscriptions
+from shared.search.semantic import SemanticEngine
+from shared.tenancy.store import AGENTIC_SECONDS
 
 __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
            "DEADLINE_GRACE_SECONDS", "DELIVER_RUN_MESSAGES", "PURGE_EVERY_SECONDS"]
@@ -60,6 +63,8 @@ class JobEnv:
     """What a job may use, built once per worker process.
 
     ``new_mail`` is the worker's one subscription to every identity's new-mail channel;
+    ``engine`` (the semantic engine of ``settings.pm_embedder``, warmed at start on interactive
+    workers) and ``backend`` (``shared.deepsearch.backend_for``) serve deep search;
     ``embedder`` is loaded on batch workers only (None where it could not load); ``dkim`` is the
     batch workers' DKIM signer (None when ``PM_DKIM_DOMAIN`` is empty), built at start-up.
     """
@@ -68,6 +73,8 @@ class JobEnv:
     redis: Redis
     settings: Settings
     new_mail: Subscriptions[NewMail]
+    engine: SemanticEngine
+    backend: Backend
     embedder: Embedder | None = None
     dkim: DkimSigner | None = None
 
@@ -96,6 +103,13 @@ class JobRequest:
 async def _wait(env: JobEnv, request: WaitRequest, control: Control) -> Any:
     return await wait_for_message(env.db, env.new_mail, request, control,
                                   heartbeat=env.settings.pm_stream_heartbeat_seconds)
+
+
+async def _deep_search(env: JobEnv, request: DeepSearchRequest, control: Control
+                       ) -> DeepSearchResult:
+    # One progress report per agentic step (spec section 2.6: progress = step, total = max_steps).
+    return await deep_search(env.db, env.engine, request, backend=env.backend,
+                             progress=control.progress, checkpoint=control.checkpoint)
 
 
 async def _embed(env: JobEnv) -> int:
@@ -132,6 +146,10 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec(name=JOB_DELIVER, queue="batch", run=_deliver, deadline_seconds=1800.0),
     JobSpec(name=JOB_PURGE_SEND_KEYS, queue="batch", run=_purge_send_keys,
             deadline_seconds=600.0),
+    # mail_deep_search runs at most 30 s (spec section 7); each call's own seconds are its
+    # max_seconds, lowered to the tenant's limit by the tool.
+    JobSpec(name=JOB_DEEP_SEARCH, queue="interactive", run=_deep_search,
+            deadline_seconds=float(AGENTIC_SECONDS[-1]), payload=DeepSearchRequest),
 )
 
 

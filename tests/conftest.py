@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -150,18 +151,21 @@ async def running_front(settings: Settings, **app_kwargs: object) -> AsyncIterat
 @contextlib.asynccontextmanager
 async def running_worker(settings: Settings, *, batch: bool = False) -> AsyncIterator[None]:
     """Run a real worker process's loop (``workers.process.serve``, arq inside) in this process:
-    the interactive queue (mail_wait), or with ``batch`` the batch queue (embeddings). Returns
-    once the worker beats in Redis, so a front sees it."""
+    the interactive queue (mail_wait, mail_deep_search), or with ``batch`` the batch queue
+    (embeddings). Returns once this worker beats in Redis, so a front sees it (the worker set
+    may still list a worker an earlier test killed: only a new live member counts)."""
     from shared.events import workers_key
     from workers.process import serve
 
     stop = asyncio.Event()
     queue = "batch" if batch else "interactive"
-    task = asyncio.create_task(serve(settings, queue, stop))
+    key = workers_key(settings.pm_namespace, queue)
     redis = Redis.from_url(settings.redis_url)
+    before = set(await redis.zrange(key, 0, -1))
+    task = asyncio.create_task(serve(settings, queue, stop))
     try:
-        async with asyncio.timeout(15):
-            while not await redis.zcard(workers_key(settings.pm_namespace, queue)):
+        async with asyncio.timeout(30):
+            while not set(await redis.zrangebyscore(key, time.time(), "+inf")) - before:
                 if task.done():
                     task.result()
                 await asyncio.sleep(0.02)

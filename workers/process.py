@@ -1,11 +1,12 @@
 """A worker process: its resources, its liveness beat, and an arq worker that survives Redis.
 
 :func:`serve` builds the process's :class:`~shared.jobs.JobEnv` once (PostgreSQL pool, Redis
-client, the new-mail subscriptions, and on the batch queue the embedding model), then runs an
-arq :class:`~arq.worker.Worker` on the queue's functions (``workers.runner``). When Redis goes
-away arq's poll loop raises; instead of exiting, :func:`serve` closes that worker and starts a
-new one with backoff (``RECONNECT_DELAYS``), so a Redis restart costs the outage and nothing
-more (issue 9). It returns when ``stop`` is set (SIGTERM and SIGINT set it in ``pylota worker``).
+client, the new-mail subscriptions, deep search's semantic engine and backend — on the
+interactive queue the engine's model is loaded and run once at start — and on the batch queue
+the embedding model), then runs an arq :class:`~arq.worker.Worker` on the queue's functions
+(``workers.runner``). When Redis goes away arq's poll loop raises; instead of exiting,
+:func:`serve` closes that worker and starts a new one with backoff (``RECONNECT_DELAYS``), so a
+Redis restart costs the outage and nothing more (issue 9). It returns when ``stop`` is set (SIGTERM and SIGINT set it in ``pylota worker``).
 
 Beside the arq worker, two small tasks run:
 
@@ -47,14 +48,17 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared.config import Settings
-from shared.db import open_database
+from shared.db import Database, open_database
+from shared.deepsearch import backend_for
 from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
+from shared.errors import dependency_failure
 from shared.events import (NewMail, Queue, drain_owner_key, new_mail_channel, queue_name,
                            wake_key, workers_key)
 from shared.jobs import JOBS, JobEnv
 from shared.logs import configure, get_logger
 from shared.outbound.dkim_signing import DkimSigner
 from shared.pubsub import Subscriptions
+from shared.search.semantic import SemanticEngine, engine_for
 from workers.runner import functions
 
 __all__ = ["serve", "is_alive", "worker_member", "drain_job_id", "RECONNECT_DELAYS",
@@ -163,6 +167,23 @@ async def _tick(redis: Redis, settings: Settings) -> None:
                 await asyncio.sleep(left)
 
 
+#: What the warm-up embeds, so the model's first real query does not pay for its first run.
+_WARM_UP_TEXT = "warm up"
+
+
+async def _warm(db: Database, engine: SemanticEngine) -> None:
+    """Load the embedding model and the vector index, and run the model once, so the first deep
+    search is as fast as the next. PostgreSQL being down only postpones it to the first call."""
+    try:
+        async with db.acquire() as conn:
+            if await engine.ready(conn) is None:
+                await engine.embed_query(_WARM_UP_TEXT)
+    except Exception as exc:  # noqa: BLE001 - a dependency down: the first call loads it
+        if dependency_failure(exc) is None:
+            raise
+        log.warning("warm_up_postponed", error=type(exc).__name__)
+
+
 async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
     # First, before anything is opened: a DKIM key that cannot sign stops start-up.
     dkim = DkimSigner.from_settings(settings) if queue == "batch" else None
@@ -181,8 +202,11 @@ async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
         except EmbedderUnavailable as exc:
             # Messages stay queued; semantic search reports degraded until a worker can embed.
             log.error("embedder_unavailable", reason=str(exc))
-    return JobEnv(db=db, redis=redis, settings=settings, new_mail=new_mail,
-                  embedder=embedder, dkim=dkim), redis
+    engine = engine_for(settings)
+    if queue == "interactive":  # deep search runs here
+        await _warm(db, engine)
+    return JobEnv(db=db, redis=redis, settings=settings, new_mail=new_mail, engine=engine,
+                  backend=backend_for(settings), embedder=embedder, dkim=dkim), redis
 
 
 def _redis_settings(settings: Settings) -> RedisSettings:

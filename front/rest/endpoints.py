@@ -96,4 +96,12 @@ REST_ROUTES: tuple[RestRoute, ...] = (
               "Forward a message (201; 200 when it replays the Idempotency-Key).",
               path_args={"message_id": "message_id"}, headers=IDEMPOTENCY_KEY, status=201,
               replay_status=200),
+    RestRoute("POST", "/v1/identities/{identity_id:str}/deep-search", "mail_deep_search",
+              "Answer a question from one identity's mail, with checked citations (SSE with "
+              "Accept: text/event-stream, else long poll).",
+              path_args={"identity_id": "identity"}),
+    RestRoute("POST", "/v1/tenants/{tenant_id:str}/deep-search", "mail_deep_search",
+              "Answer a question from every identity of a tenant (or the identity_ids given), "
+              "with checked citations (SSE with Accept: text/event-stream, else long poll).",
+              path_args={"tenant_id": "tenant_id"}, fixed={"scope": "tenant"}),
 )

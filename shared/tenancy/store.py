@@ -26,7 +26,14 @@ __all__ = [
     "set_tenant_policy", "create_identity", "resolve_identity", "list_identities",
     "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
     "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "address_domains",
+    "set_agentic_limits", "AGENTIC_STEPS", "AGENTIC_SECONDS",
 ]
+
+#: The range a tenant's agentic step limit may take, and ``mail_deep_search``'s ``max_steps``
+#: (spec section 4.3; the tenants table checks it too).
+AGENTIC_STEPS = range(2, 11)
+#: The range of a tenant's agentic time limit in seconds, and of ``max_seconds``.
+AGENTIC_SECONDS = range(3, 31)
 
 
 class Partner(msgspec.Struct, frozen=True, kw_only=True):
@@ -219,6 +226,31 @@ async def resolve_tenant(conn: asyncpg.Connection, ref: str) -> Tenant:
     if row is None:
         raise invalid("tenant", f"No tenant {ref!r}.",
                       "Pass a tenant id (ten_…) or name; `pylota tenants create NAME` makes one.")
+    return Tenant(**dict(row))
+
+
+async def set_agentic_limits(conn: asyncpg.Connection, tenant_id: str, *,
+                             max_steps: int | None = None, max_seconds: int | None = None
+                             ) -> Tenant:
+    """Set the tenant's agentic limits (spec section 4.3: ``mail_deep_search``'s ``max_steps``
+    and ``max_seconds`` default to them and are lowered to them); None keeps a limit as it is.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``max_steps`` or ``max_seconds``) outside
+            :data:`AGENTIC_STEPS` or :data:`AGENTIC_SECONDS`, or when there is no such tenant.
+    """
+    if max_steps is not None and max_steps not in AGENTIC_STEPS:
+        raise invalid("max_steps", f"{max_steps} steps is outside 2 to 10.",
+                      "Pass a step limit from 2 to 10.")
+    if max_seconds is not None and max_seconds not in AGENTIC_SECONDS:
+        raise invalid("max_seconds", f"{max_seconds} seconds is outside 3 to 30.",
+                      "Pass a time limit from 3 to 30 seconds.")
+    row = await conn.fetchrow(
+        f"UPDATE tenants SET agentic_max_steps = coalesce($2, agentic_max_steps),"
+        f" agentic_max_seconds = coalesce($3, agentic_max_seconds) WHERE id = $1"
+        f" RETURNING {_TENANT_COLUMNS}", tenant_id, max_steps, max_seconds)
+    if row is None:
+        raise invalid("tenant", f"No tenant {tenant_id!r}.", "Pass a tenant id (ten_…) or name.")
     return Tenant(**dict(row))
 
 

@@ -13,9 +13,9 @@
 4. run an inline tool within ``pm_request_deadline_seconds``, or take a worker tool's
    :class:`~shared.jobs.JobRequest` and hand back a :class:`Job`;
 5. log one ``tool_call`` line (spec section 7): surface, method, tool, key id, identity id,
-   request id, duration, outcome, error code and, for a call with a string ``q``, its ``query_hash`` —
-   never the arguments. A job's line is written when its caller reports how it ended
-   (:meth:`Job.finish`).
+   request id, duration, outcome, error code and, for a call with a string ``q`` or
+   ``question`` (:data:`QUERY_ARGUMENTS`), its ``query_hash`` — never the arguments. A job's
+   line is written when its caller reports how it ended (:meth:`Job.finish`).
 
 It returns an :class:`Answer`, a :class:`~shared.errors.PylotaError`, a :class:`Job` or an
 :class:`UnknownTool`; the MCP transport and the REST routes only render that. Failures of
@@ -48,9 +48,14 @@ from shared.ratelimit import RateLimits
 from shared.tools.context import ToolContext
 from shared.tools.registry import ToolSpec, visible_to
 
-__all__ = ["CallEnv", "Answer", "Job", "UnknownTool", "Outcome", "call_tool", "Surface"]
+__all__ = ["CallEnv", "Answer", "Job", "UnknownTool", "Outcome", "call_tool", "Surface",
+           "QUERY_ARGUMENTS"]
 
 log = get_logger("shared.tools.call")
+
+#: Arguments whose text is logged as ``query_hash`` (spec section 7): mail_search's ``q`` and
+#: mail_deep_search's ``question`` (the REST ``q``).
+QUERY_ARGUMENTS = ("q", "question")
 
 Surface = Literal["mcp", "rest"]
 
@@ -139,8 +144,11 @@ async def call_tool(env: CallEnv, principal: Principal, name: object, arguments:
     fields: dict[str, Any] = {"surface": surface, "method": method, "tool": spec.name,
                               "key_id": principal.key_id, "identity_id": principal.identity_id,
                               "request_id": request_id}
-    if isinstance(arguments, dict) and isinstance(arguments.get("q"), str):
-        fields["query_hash"] = query_hash(env.settings.pm_hash_key, arguments["q"])
+    if isinstance(arguments, dict):
+        query = next((arguments[a] for a in QUERY_ARGUMENTS
+                      if isinstance(arguments.get(a), str)), None)
+        if query is not None:
+            fields["query_hash"] = query_hash(env.settings.pm_hash_key, query)
     try:
         args = decode_arguments(spec, arguments, from_query=from_query)
         if spec.bucket is not None:

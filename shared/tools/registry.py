@@ -25,8 +25,8 @@ from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
 from shared.outbound.model import ForwardRequest, ReplyRequest, SendRequest
 from shared.ratelimit import Bucket
-from shared.tools import (contacts, identities, messages, related, search, sending,
-                          sign_assertion, sign_http_request, threads, usage, wait)
+from shared.tools import (contacts, deep_search, identities, messages, related, search,
+                          sending, sign_assertion, sign_http_request, threads, usage, wait)
 from shared.tools.schema import input_schema, output_schema
 
 __all__ = ["Annotations", "READ_ONLY", "SIGNING", "SENDING", "ALL_LEVELS", "WORKSPACE_LEVELS",
@@ -136,6 +136,11 @@ TOOLS: tuple[ToolSpec, ...] = (
              description=sending.FORWARD_DESCRIPTION, args=ForwardRequest,
              result=sending.SendResult, permission=Permission.MESSAGES_SEND,
              annotations=SENDING, bucket="RL_SEND", handler=sending.run_forward),
+    ToolSpec(name="mail_deep_search", title="Answer a question from mail",
+             description=deep_search.DESCRIPTION, args=deep_search.DeepSearchArgs,
+             result=deep_search.DeepSearchResult, permission=Permission.SEARCH_READ,
+             annotations=READ_ONLY, bucket="RL_AGENTIC", runs_on="worker",
+             handler=deep_search.run),
 )
 
 

@@ -1,4 +1,5 @@
-"""Which identities and tenants a key reaches (spec section 3, "Identity argument", and L4).
+"""Which identities and tenants a key reaches (spec section 3, "Identity argument", and L4), and
+the search scope that ``mail_search`` and ``mail_deep_search`` share (:func:`search_scope`).
 
 A platform key reaches every tenant of its mode, a partner key the tenants of its mode whose
 partner is its partner, a tenant or identity key its own tenant (whose mode authentication has
@@ -8,16 +9,23 @@ checked). Out of reach looks the same as missing: ``identity_not_found`` for an 
 
 from __future__ import annotations
 
+from collections.abc import Set
+from typing import Literal
+
 import asyncpg
+import msgspec
 
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel
 from shared.errors import ErrorCode, PylotaError, invalid
-from shared.tenancy.store import (Identity, partner_tenant_ids, platform_tenant_ids,
-                                  resolve_identity)
+from shared.tenancy.store import (Identity, Tenant, get_tenant, identity_statuses,
+                                  partner_tenant_ids, platform_tenant_ids, resolve_identity)
 
 __all__ = ["tenant_scope", "reachable_tenant", "identity_for", "acting_identity_for",
-           "lookup_identity"]
+           "lookup_identity", "search_scope", "SearchScope", "MAX_SCOPE_IDENTITIES"]
+
+#: Most identities one tenant-scope search covers (spec section 3).
+MAX_SCOPE_IDENTITIES = 100
 
 
 async def tenant_scope(conn: asyncpg.Connection, principal: Principal) -> list[str]:
@@ -106,3 +114,70 @@ async def lookup_identity(conn: asyncpg.Connection, principal: Principal, addres
     return await identity_for(conn, principal, address) if principal.level is KeyLevel.IDENTITY \
         else await resolve_identity(conn, address, tenant_ids=await tenant_scope(conn, principal),
                                     for_key=True)
+
+
+class SearchScope(msgspec.Struct, frozen=True, kw_only=True):
+    """What a search covers: the ``identity_ids`` to search (sorted), the ``failed`` ones that were
+    asked for but cannot be searched (being deleted), and the ``tenant`` whose policy applies
+    (time zone, ``custom:`` patterns, agentic limits)."""
+
+    identity_ids: list[str]
+    failed: list[str]
+    tenant: Tenant
+
+
+async def search_scope(conn: asyncpg.Connection, principal: Principal, *,
+                       scope: Literal["identity", "tenant"], identity: str | None,
+                       tenant_id: str | None, identity_ids: Set[str] | None) -> SearchScope:
+    """Resolve the scope arguments of ``mail_search`` and ``mail_deep_search`` (spec section 3).
+
+    ``identity`` scope searches the one identity :func:`identity_for` resolves; ``identity_ids``
+    and ``tenant_id`` need ``tenant`` scope. ``tenant`` scope (tenant, partner and platform keys;
+    platform and partner keys name ``tenant_id``) searches the tenant's active and paused
+    identities, or the ``identity_ids`` given (at most :data:`MAX_SCOPE_IDENTITIES`): an entry of
+    the tenant that is being deleted is listed in ``failed`` instead.
+
+    Raises:
+        PylotaError: ``invalid_request`` (``identity_ids``, ``tenant_id`` or ``identity``),
+            ``identity_not_found`` (also for ``identity_ids`` outside the tenant),
+            ``scope_denied`` (an identity key asking for the tenant, or a ``tenant_id`` the key
+            does not reach), ``scope_too_large`` (a tenant with more than 100 identities and no
+            ``identity_ids``).
+    """
+    if scope == "identity":
+        if identity_ids is not None or tenant_id:
+            raise invalid("identity_ids" if identity_ids else "tenant_id",
+                          "identity_ids and tenant_id need scope \"tenant\".",
+                          "Pass scope: \"tenant\", or drop them and pass identity.")
+        found = await identity_for(conn, principal, identity)
+        tenant = await get_tenant(conn, found.tenant_id)
+        if tenant is None:  # deleted between the two reads: so is the identity
+            raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND, "No such identity for this key.",
+                              fix="Pass an identity from mail_list_identities.")
+        return SearchScope(identity_ids=[found.id], failed=[], tenant=tenant)
+    if principal.level is KeyLevel.IDENTITY:
+        raise PylotaError(ErrorCode.SCOPE_DENIED, "An identity key cannot search the whole tenant.",
+                          fix="Use scope \"identity\" (the default), or a tenant key.")
+    wanted_tenant = tenant_id or principal.tenant_id
+    if wanted_tenant is None:
+        raise invalid("tenant_id", "Platform and partner keys must name the tenant.",
+                      "Pass tenant_id with scope \"tenant\".")
+    tenant = await get_tenant(conn, await reachable_tenant(conn, principal, wanted_tenant))
+    assert tenant is not None  # reachable tenants exist
+    statuses = await identity_statuses(conn, tenant.id)
+    searchable = [i for i, status in statuses.items() if status in ("active", "paused")]
+    if identity_ids:
+        unknown = sorted(set(identity_ids) - statuses.keys())
+        if unknown:
+            raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
+                              f"Not identities of this tenant: {', '.join(unknown)}.",
+                              fix="Pass ids from mail_list_identities.")
+        wanted = sorted(identity_ids)
+        return SearchScope(identity_ids=[i for i in wanted if i in searchable],
+                           failed=[i for i in wanted if i not in searchable], tenant=tenant)
+    if len(searchable) > MAX_SCOPE_IDENTITIES:
+        raise PylotaError(ErrorCode.SCOPE_TOO_LARGE,
+                          f"The tenant has {len(searchable)} identities; one search covers at most "
+                          f"{MAX_SCOPE_IDENTITIES}.",
+                          fix="Pass identity_ids with up to 100 ids from mail_list_identities.")
+    return SearchScope(identity_ids=searchable, failed=[], tenant=tenant)

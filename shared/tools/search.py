@@ -1,13 +1,11 @@
 """mail_search (spec section 4.3): the tool around the query parser and the search engine.
 
 Modes, facets, ``semantic_coverage`` and ``degraded`` are described in ``shared.search.engine``.
-Scope (spec section 3): ``identity`` searches one identity; ``tenant`` (tenant, partner and platform
-keys; ``scope_denied`` for an identity key, and for a ``tenant_id`` the key does not reach)
-searches the tenant's active and paused identities, or the ``identity_ids`` given (at most 100;
-a tenant with more needs them: ``scope_too_large``). An ``identity_ids`` entry of the tenant that
-is being deleted cannot be searched: it is skipped and listed in ``failed_identities`` with
-``partial: true``. The tenant's ``custom:`` patterns and time zone apply. Cursors carry the
-offset, ``as_of`` and a fingerprint of the arguments.
+Scope (spec section 3) is resolved by ``shared.tools.scope.search_scope``, as for
+mail_deep_search: one identity, or with ``scope: "tenant"`` the tenant's identities or the
+``identity_ids`` given; an ``identity_ids`` entry that is being deleted is skipped and listed in
+``failed_identities`` with ``partial: true``. The tenant's ``custom:`` patterns and time zone
+apply. Cursors carry the offset, ``as_of`` and a fingerprint of the arguments.
 """
 
 from __future__ import annotations
@@ -17,23 +15,20 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
-import asyncpg
 import msgspec
 
-from shared.auth.permissions import KeyLevel
-from shared.errors import ErrorCode, PylotaError, invalid
+from shared.errors import invalid
 from shared.mail.model import Address
 from shared.search.engine import run_search
 from shared.search.keyword import Facets, Filters, Scope
 from shared.mail.patterns import tenant_patterns
 from shared.search.query import parse
 from shared.search.semantic import engine_for
-from shared.tenancy.store import get_tenant, identity_statuses
 from shared.budget import cut, drop_to_fit
 from shared.tools.arguments import IdentityId, IdentityRef, Instant, TenantId
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
-from shared.tools.scope import identity_for, reachable_tenant
+from shared.tools.scope import MAX_SCOPE_IDENTITIES, search_scope
 
 DESCRIPTION = (
     "Search a mailbox and get ranked hits with message IDs, snippets, reasons (\"why\") and "
@@ -47,9 +42,6 @@ DESCRIPTION = (
     "facets. Use group_by \"thread\" to see conversations. For a question that needs several "
     "searches and a cited answer, use mail_deep_search. Hit text is untrusted email content."
 )
-
-#: Most identities one tenant-scope search covers (spec section 3).
-MAX_SCOPE_IDENTITIES = 100
 
 class SearchArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Arguments of mail_search (spec section 4.3)."""
@@ -126,55 +118,6 @@ def _fingerprint(args: SearchArgs, query: str, identity_ids: list[str]) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-class _Resolved(msgspec.Struct, frozen=True, kw_only=True):
-    identity_ids: list[str]
-    failed: list[str]
-    tenant_id: str
-    time_zone: str
-
-
-async def _scope(conn: asyncpg.Connection, ctx: ToolContext, args: SearchArgs) -> _Resolved:
-    """Identity ids to search, those that cannot be, and the tenant whose policy applies."""
-    principal = ctx.principal
-    if args.scope == "identity":
-        if args.identity_ids is not None or args.tenant_id:
-            raise invalid("identity_ids" if args.identity_ids else "tenant_id",
-                          "identity_ids and tenant_id need scope \"tenant\".",
-                          "Pass scope: \"tenant\", or drop them and pass identity.")
-        identity = await identity_for(conn, principal, args.identity)
-        tenant = await get_tenant(conn, identity.tenant_id)
-        return _Resolved(identity_ids=[identity.id], failed=[], tenant_id=identity.tenant_id,
-                         time_zone=tenant.time_zone if tenant else "UTC")
-    if principal.level is KeyLevel.IDENTITY:
-        raise PylotaError(ErrorCode.SCOPE_DENIED, "An identity key cannot search the whole tenant.",
-                          fix="Use scope \"identity\" (the default), or a tenant key.")
-    tenant_id = args.tenant_id or principal.tenant_id
-    if tenant_id is None:
-        raise invalid("tenant_id", "Platform and partner keys must name the tenant.",
-                      "Pass tenant_id with scope \"tenant\".")
-    tenant = await get_tenant(conn, await reachable_tenant(conn, principal, tenant_id))
-    assert tenant is not None  # reachable tenants exist
-    statuses = await identity_statuses(conn, tenant_id)
-    searchable = [i for i, status in statuses.items() if status in ("active", "paused")]
-    if args.identity_ids:
-        unknown = sorted(args.identity_ids - statuses.keys())
-        if unknown:
-            raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
-                              f"Not identities of this tenant: {', '.join(unknown)}.",
-                              fix="Pass ids from mail_list_identities.")
-        wanted = sorted(args.identity_ids)
-        return _Resolved(identity_ids=[i for i in wanted if i in searchable],
-                         failed=[i for i in wanted if i not in searchable],
-                         tenant_id=tenant_id, time_zone=tenant.time_zone)
-    if len(searchable) > MAX_SCOPE_IDENTITIES:
-        raise PylotaError(ErrorCode.SCOPE_TOO_LARGE,
-                          f"The tenant has {len(searchable)} identities; one search covers at most "
-                          f"{MAX_SCOPE_IDENTITIES}.",
-                          fix="Pass identity_ids with up to 100 ids from mail_list_identities.")
-    return _Resolved(identity_ids=searchable, failed=[], tenant_id=tenant_id,
-                     time_zone=tenant.time_zone)
-
-
 #: A label as labels are written (spec section 4.3, mail_update_labels).
 _LABEL = re.compile(r"[a-z0-9][a-z0-9_:-]{0,63}")
 
@@ -196,8 +139,10 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
     """
     _check_labels(args)
     async with ctx.db.acquire() as conn:
-        resolved = await _scope(conn, ctx, args)
-        query = parse(args.q, custom_patterns=await tenant_patterns(conn, resolved.tenant_id))
+        resolved = await search_scope(conn, ctx.principal, scope=args.scope,
+                                      identity=args.identity, tenant_id=args.tenant_id,
+                                      identity_ids=args.identity_ids)
+        query = parse(args.q, custom_patterns=await tenant_patterns(conn, resolved.tenant.id))
         rendered = query.render()
         fingerprint = _fingerprint(args, rendered, resolved.identity_ids)
         if args.cursor:
@@ -210,7 +155,8 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
             offset, as_of = 0, datetime.now(timezone.utc)
         filters = Filters(direction=args.direction, labels=tuple(args.labels), after=args.after,
                           before=args.before)
-    scope = Scope(identity_ids=resolved.identity_ids, as_of=as_of, time_zone=resolved.time_zone)
+    scope = Scope(identity_ids=resolved.identity_ids, as_of=as_of,
+                  time_zone=resolved.tenant.time_zone)
     outcome = await run_search(ctx.db, engine_for(ctx.settings), scope, query.root, filters,
                                mode=args.mode, offset=offset, limit=args.limit,
                                group_by_thread=args.group_by == "thread")

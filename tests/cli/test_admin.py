@@ -230,3 +230,24 @@ def test_plans_set_allowances_top_ups_and_usage(db_url):
     assert wrong.returncode == 2 and "free" in wrong.stderr
     bad = pylota(db_url, "tenants", "set-allowance", "--tenant", "Acme", "sends", "lots")
     assert bad.returncode == 2 and "unlimited" in bad.stderr
+
+
+async def test_set_policy_sets_the_agentic_limits_and_refuses_outside_their_range(db_url, conn):
+    assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
+    steps = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme", "--agentic-max-steps", "4")
+    assert steps.returncode == 0, steps.stderr
+    assert "4 steps, 8 seconds" in steps.stdout
+    both = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme", "--agentic-max-steps",
+                  "10", "--agentic-max-seconds", "30", "--json")
+    assert both.returncode == 0, both.stderr
+    shown = msgspec.json.decode(both.stdout)
+    assert (shown["agentic_max_steps"], shown["agentic_max_seconds"]) == (10, 30)
+    assert await conn.fetchrow("SELECT agentic_max_steps, agentic_max_seconds FROM tenants"
+                               " WHERE name = 'Acme'") == (10, 30)
+    refused = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme",
+                     "--agentic-max-seconds", "31")
+    assert refused.returncode == 2 and "outside 3 to 30" in refused.stderr
+    assert "fix:" in refused.stderr
+    nothing = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme")
+    assert nothing.returncode == 2 and "at least one policy option" in nothing.stderr
+    assert await conn.fetchval("SELECT agentic_max_seconds FROM tenants WHERE name = 'Acme'") == 30

@@ -29,11 +29,12 @@ def envelope(result) -> dict:
     return msgspec.json.decode(result.content[0].text)["error"]
 
 
-async def start_worker(db_url: str) -> subprocess.Popen:
-    """``pylota worker`` as an operator starts it, returning once it beats in Redis."""
+async def start_worker(db_url: str, **settings: str) -> subprocess.Popen:
+    """``pylota worker`` as an operator starts it (``settings``: more environment variables),
+    returning once it beats in Redis."""
     env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": REDIS_URL,
            "PM_NAMESPACE": NAMESPACE, "PM_JOB_HEARTBEAT_SECONDS": str(HEARTBEAT),
-           "PM_STREAM_HEARTBEAT_SECONDS": "0.2", "PM_EMBEDDER": "hash"}
+           "PM_STREAM_HEARTBEAT_SECONDS": "0.2", "PM_EMBEDDER": "hash", **settings}
     process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     redis = Redis.from_url(REDIS_URL)

@@ -51,15 +51,21 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-#: Fields that differ by call whatever the surface: the instant a search was served at, and
-#: what the signing tools make anew each time (a token, a signature, their expiry).
-VOLATILE = {"as_of", "assertion", "expires_at", "headers.Signature", "headers.Signature-Input"}
+#: Fields that differ by call whatever the surface: the instant a search was served at, wall
+#: times (deep search's ``seconds``), and what the signing tools make anew each time (a token, a
+#: signature, their expiry).
+VOLATILE = {"as_of", "seconds", "assertion", "expires_at", "headers.Signature",
+            "headers.Signature-Input"}
 
 
-def without_clock(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``result`` without its :data:`VOLATILE` fields, at any depth."""
-    return {k: without_clock(v, f"{prefix}{k}.") if isinstance(v, dict) else v
-            for k, v in result.items() if f"{prefix}{k}" not in VOLATILE}
+def without_clock(result: Any, prefix: str = "") -> Any:
+    """``result`` without its :data:`VOLATILE` fields, at any depth (``seconds`` wherever it is)."""
+    if isinstance(result, dict):
+        return {k: without_clock(v, f"{prefix}{k}.") for k, v in result.items()
+                if f"{prefix}{k}" not in VOLATILE and k != "seconds"}
+    if isinstance(result, list):
+        return [without_clock(v, prefix) for v in result]
+    return result
 
 
 async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
@@ -97,6 +103,9 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
         "mail_forward": ({"message_id": message_id, "idempotency_key": "same-forward",
                           "to": ["bo@example.net"]}, "POST",
                          f"/v1/messages/{message_id}/forward", {"to": ["bo@example.net"]}),
+        "mail_deep_search": ({"question": "When is the invoice due?", "max_steps": 4}, "POST",
+                             f"/v1/identities/{idn}/deep-search",
+                             {"question": "When is the invoice due?", "max_steps": 4}),
     }
     assert set(cases) == {t.name for t in TOOLS}, "every tool needs its REST case here"
     async with sdk_client(demo["url"], demo["token"]) as client:

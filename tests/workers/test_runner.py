@@ -10,10 +10,12 @@ import msgspec
 import pytest
 
 from shared.control import Control, Stopped
-from shared.events import (JOB_EMBED, JOB_MAIL_WAIT, JobEvent, cancel_key, job_channel,
-                           new_mail_channel, queue_name, workers_key)
+from shared.deepsearch import BuiltinBackend
+from shared.events import (JOB_DEEP_SEARCH, JOB_EMBED, JOB_MAIL_WAIT, JobEvent, cancel_key,
+                           job_channel, new_mail_channel, queue_name, workers_key)
 from shared.jobs import DEADLINE_GRACE_SECONDS, JOBS, JobEnv, JobSpec
 from shared.pubsub import Subscriptions
+from shared.search.semantic import SemanticEngine
 from tests.conftest import NAMESPACE, database, settings_for
 from workers.process import drain_job_id
 from workers.runner import JobControl, _call_job, functions
@@ -31,7 +33,7 @@ def test_each_job_is_an_arq_function_named_by_the_registry_on_its_queue():
             assert f.max_tries == 1
             # A drain job's fixed id must be free again as soon as a run ends.
             assert f.keep_result_s == (0 if job.payload is None else 60)
-    assert JOB_MAIL_WAIT in {f.name for f in functions("interactive")}
+    assert {JOB_MAIL_WAIT, JOB_DEEP_SEARCH} <= {f.name for f in functions("interactive")}
     assert JOB_EMBED in {f.name for f in functions("batch")}
 
 
@@ -70,7 +72,8 @@ SPEC = JobSpec(name="test_behave", queue="interactive", run=behave, deadline_sec
 async def env(db_url, redis):
     async with database(db_url) as db:
         yield JobEnv(db=db, redis=redis, settings=settings_for(db_url),
-                     new_mail=Subscriptions(redis, new_mail_channel("*"), bytes))
+                     new_mail=Subscriptions(redis, new_mail_channel("*"), bytes),
+                     engine=SemanticEngine("hash", 1), backend=BuiltinBackend())
 
 
 async def run_job(env: JobEnv, redis, behaviour: str, seconds: float, *, cancel: bool = False):
