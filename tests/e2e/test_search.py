@@ -174,7 +174,8 @@ async def test_reindex_triages_and_extracts_mail_stored_before(db_url, conn) -> 
     await set_pattern(conn, tenant_id, "booking", "[A-Z]{3}[0-9]{3}")
     done = pylota(db_url, "reindex", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"messages": 1, "recategorised": 1, "new_references": 1}
+    assert json.loads(done.stdout) == {"messages": 1, "recategorised": 1, "new_references": 1,
+                                        "attachments_queued": 0}
     row = await conn.fetchrow("SELECT category, urgency FROM message_triage WHERE message_id = $1",
                               outcome.message_id)
     assert (row["category"], row["urgency"]) == ("billing", "high")
