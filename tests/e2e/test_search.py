@@ -182,7 +182,8 @@ async def test_reindex_triages_and_extracts_mail_stored_before(db_url, conn) -> 
     assert await conn.fetchval("SELECT count(*) FROM message_refs WHERE kind = 'custom:booking'"
                                " AND value = 'XKA123'") == 1
     again = pylota(db_url, "reindex", "--identity", "desk@acme.example")
-    assert again.stdout.strip() == "read 1 message(s): 0 with a new category, 0 new reference(s)"
+    assert again.stdout.strip() == ("read 1 message(s): 0 with a new category, 0 new reference(s),"
+                                    " 0 attachment(s) queued for text extraction")
     unknown = pylota(db_url, "reindex", "--identity", "nobody@acme.example")
     assert unknown.returncode != 0 and "nobody@acme.example" in unknown.stderr
     assert "pylota identities create" in unknown.stderr and "key" not in unknown.stderr

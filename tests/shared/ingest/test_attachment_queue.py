@@ -10,6 +10,7 @@ from shared.events import JOB_EXTRACT, wake_key
 from shared.extract.outcome import TextStatus
 from shared.extract.store import text_statuses
 from shared.ingest.pipeline import ingest_raw
+from shared.ingest.reindex import reindex
 from shared.mail.store import message_attachment_ids
 from shared.tenancy.store import create_identity, create_tenant
 from tests.conftest import NAMESPACE
@@ -52,3 +53,15 @@ async def test_ingest_queues_every_attachment_and_wakes_the_drain(conn, redis):
         assert await conn.fetchval("SELECT count(*) FROM attachment_texts") == 2
     finally:
         await redis.delete(key)
+
+
+async def test_reindex_queues_attachments_of_mail_stored_before(conn):
+    tenant = await create_tenant(conn, "acme")
+    identity_id = (await create_identity(conn, tenant.id, "desk@acme.example")).id
+    outcome, _ = await ingest_raw(conn, None, identity_id, message("old", [("a.pdf", b"%PDF")]))
+    await conn.execute("DELETE FROM attachment_texts")  # stored before attachment text existed
+    done = await reindex(conn, identity_id)
+    assert (done.messages, done.attachments_queued) == (1, 1)
+    ids = await message_attachment_ids(conn, identity_id, outcome.message_id)
+    assert await text_statuses(conn, ids) == {ids[0]: TextStatus.PENDING}
+    assert (await reindex(conn)).attachments_queued == 0
