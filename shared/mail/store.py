@@ -317,7 +317,8 @@ async def raw_message(conn: asyncpg.Connection, message_id: str) -> bytes | None
 class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
     """What ingest derived references, trust and triage from, read back from storage:
     ``reply_to`` as addr-specs, ``headers`` as ``(name, value)`` pairs, ``attachments`` as
-    ``(filename, content_type)``, ``date`` as the message's date (Date, else received)."""
+    ``(filename, content_type)``, ``date`` as the message's date (Date, else received);
+    ``answers`` is true when it has an In-Reply-To or References."""
 
     id: str
     identity_id: str
@@ -330,6 +331,7 @@ class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     new_text: str
     attachments: list[tuple[str | None, str]]
+    answers: bool
 
 
 async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, text_chars: int
@@ -340,6 +342,7 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
     async for row in conn.cursor(
             """SELECT m.id, m.identity_id, coalesce(m.sent_at, m.received_at) AS date, m.subject, m.from_address, m.from_name, m.reply_to,
                       m.headers, left(m.text, $2) AS text, left(m.new_text, $2) AS new_text,
+                      (m.in_reply_to <> '{}' OR m."references" <> '{}') AS answers,
                       coalesce((SELECT jsonb_agg(jsonb_build_array(a.filename, a.content_type)
                                                  ORDER BY a.part_index)
                                 FROM attachments a WHERE a.message_id = m.id), '[]') AS atts
@@ -350,7 +353,8 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
             subject=row["subject"], from_address=row["from_address"], from_name=row["from_name"],
             reply_to=[a["address"] for a in row["reply_to"]],
             headers=[(h[0], h[1]) for h in row["headers"]], text=row["text"],
-            new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]])
+            new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]],
+            answers=row["answers"])
 
 
 class Outline(msgspec.Struct, frozen=True, kw_only=True):
