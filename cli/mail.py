@@ -47,7 +47,8 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
             found = await tenancy.resolve_identity(conn, identity)
             return await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
                                       on_message=lambda: bar.update(1),
-                                      trust_policy=TrustPolicy.from_settings(settings))
+                                      trust_policy=TrustPolicy.from_settings(settings),
+                                      namespace=settings.pm_namespace)
         finally:
             bar.close()
             await redis.aclose()

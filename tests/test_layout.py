@@ -52,7 +52,7 @@ OWNERS = {
 #: The named exception: the search read path may read these tables (never write them).
 SEARCH_READERS = ("shared/search/", "shared/embeddings/")
 SEARCH_READS = {"messages", "attachments", "threads", "thread_aliases", "message_refs",
-                "message_triage", "message_embeddings"}
+                "message_triage", "message_embeddings", "attachment_texts"}
 
 # SQL keywords are written in capitals here, which tells SQL from prose ("come from tenants").
 _SQL = re.compile(r"\b(FROM|JOIN|INTO|UPDATE|TABLE)\s+([a-z_]+)\b")

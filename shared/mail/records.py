@@ -18,13 +18,20 @@ __all__ = ["AttachmentInfo", "FoundRef", "HeaderField", "LabelState", "MessageRe
            "ThreadHeader", "ThreadRecord", "ThreadSummary"]
 
 class AttachmentInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """An attachment's metadata; its bytes stay in storage. ``size`` is in bytes."""
+    """An attachment's metadata; its bytes stay in storage. ``size`` is in bytes.
+
+    ``text_status`` is the status of its extracted text (spec section 4.3,
+    mail_get_attachment_text): ``pending`` until a batch worker has read it, then ``ready``,
+    ``unavailable`` or ``skipped``; the reading tools (mail_get_message, mail_get_thread) fill it
+    in, and it is null where a result does not look it up (mail_wait).
+    """
 
     id: str
     filename: str | None
     content_type: str
     size: int
     disposition: str | None = None
+    text_status: Literal["pending", "ready", "unavailable", "skipped"] | None = None
 
 
 class HeaderField(msgspec.Struct, frozen=True):

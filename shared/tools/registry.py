@@ -25,8 +25,9 @@ from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
 from shared.outbound.model import ForwardRequest, ReplyRequest, SendRequest
 from shared.ratelimit import Bucket
-from shared.tools import (contacts, deep_search, identities, messages, related, search,
-                          sending, sign_assertion, sign_http_request, threads, usage, wait)
+from shared.tools import (attachments, contacts, deep_search, identities, messages, related,
+                          search, sending, sign_assertion, sign_http_request, threads, usage,
+                          wait)
 from shared.tools import labels
 from shared.tools.schema import input_schema, output_schema
 
@@ -105,6 +106,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="mail_get_message", title="Read a message", description=messages.DESCRIPTION,
              args=messages.GetMessageArgs, result=messages.MessageResult,
              permission=Permission.MESSAGES_READ, annotations=READ_ONLY, handler=messages.run),
+    ToolSpec(name="mail_get_attachment_text", title="Read attachment text",
+             description=attachments.DESCRIPTION, args=attachments.GetAttachmentTextArgs,
+             result=attachments.AttachmentTextResult, permission=Permission.MESSAGES_READ,
+             annotations=READ_ONLY, handler=attachments.run),
     ToolSpec(name="mail_find_related", title="Find related messages",
              description=related.DESCRIPTION, args=related.FindRelatedArgs,
              result=related.FindRelatedResult, permission=Permission.SEARCH_READ,

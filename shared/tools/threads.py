@@ -15,6 +15,7 @@ from shared.mail.store import THREAD_LABELS_SHOWN, get_thread, thread_page
 from shared.budget import cut, drop_to_fit
 from shared.search.listing import PARTICIPANTS_SHOWN, ThreadFilter, list_threads
 from shared.tools.arguments import DescribedIdentityRef, IdentityRef, Instant, Label, ThreadId
+from shared.tools.attachments import with_text_status
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
 from shared.tools.scope import identity_for
@@ -60,6 +61,7 @@ async def run(ctx: ToolContext, args: GetThreadArgs) -> ThreadResult:
         page, more = await thread_page(conn, thread, offset=offset, limit=args.messages_limit,
                                        include_text=args.include_quoted)
         await annotate(conn, page.messages)
+        await with_text_status(conn, page.messages)
     result = ThreadResult(**msgspec.structs.asdict(page))
     for message in result.messages:
         result.truncated |= budget_message(message, THREAD_MESSAGE_CHARS)

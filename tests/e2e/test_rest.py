@@ -73,6 +73,8 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
     message_id, thread_id = await conn.fetchrow(
         "SELECT id, thread_id FROM messages WHERE identity_id = $1 ORDER BY id LIMIT 1", idn)
     since = (datetime.now(timezone.utc) - timedelta(days=1)).isoformat()
+    with_file, attachment_id = await conn.fetchrow(
+        "SELECT message_id, id FROM attachments ORDER BY id LIMIT 1")
     cases: dict[str, tuple[dict[str, Any], str, str, dict[str, Any]]] = {
         "mail_list_identities": ({"limit": 5}, "GET", "/v1/identities", {"limit": 5}),
         "mail_list_threads": ({"needs_reply_gte": 0.5, "limit": 3}, "GET",
@@ -86,6 +88,9 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
         "mail_get_thread": ({"thread_id": thread_id}, "GET", f"/v1/threads/{thread_id}", {}),
         "mail_get_message": ({"message_id": message_id, "include_headers": True}, "GET",
                              f"/v1/messages/{message_id}", {"include_headers": "true"}),
+        "mail_get_attachment_text": (
+            {"message_id": with_file, "attachment_id": attachment_id, "pages": "1-2"}, "GET",
+            f"/v1/messages/{with_file}/attachments/{attachment_id}/text", {"pages": "1-2"}),
         "mail_find_related": ({"message_id": message_id, "limit": 3}, "GET",
                               f"/v1/messages/{message_id}/related", {"limit": "3"}),
         "mail_search_contacts": ({"q": "bright"}, "GET", f"/v1/identities/{idn}/contacts",
