@@ -90,9 +90,14 @@ async def test_lkml_maildir_and_mbox_give_the_same_messages_and_threads(db_url, 
     assert len({r["thread_id"] for r in yes_rows}) > 1
 
 
+#: How long the batch worker may take to bring every attachment of the singles to a final status
+#: (a few hundred files, each bounded by the extraction's own time limit).
+SINGLES_ATTACHMENTS_SECONDS = 240
+
+
 async def test_importing_every_single_ends_with_each_message_stored_or_reported(db_url, conn, kit):
     singles = kit / "corpus/singles"
-    await tenant_with_identity(conn, "singles@acme.example")
+    _, _, token = await tenant_with_identity(conn, "singles@acme.example")
     items = list(iter_sources([singles]))
     done = pylota(db_url, "import", "--identity", "singles@acme.example", "--json", "--no-progress",
                   str(singles))
@@ -111,6 +116,30 @@ async def test_importing_every_single_ends_with_each_message_stored_or_reported(
         "SELECT count(*) FROM messages m JOIN raw_messages r ON r.message_id = m.id"
         " WHERE sha256(r.raw) <> m.content_hash")
     assert mismatched == 0
+
+    # Issue 11's acceptance: every stored message reads through the real front, and a real batch
+    # worker brings every attachment to a final status within a bounded time.
+    settings = settings_for(db_url)
+    ids = [r["id"] for r in await conn.fetch("SELECT id FROM messages ORDER BY id")]
+    attachments = await conn.fetchval("SELECT count(*) FROM attachments")
+    assert attachments > 100
+    async with running_front(settings) as url, running_worker(settings, batch=True):
+        base = url.removesuffix("/mcp")
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                     timeout=30) as http:
+            for message_id in ids:
+                read = await http.get(f"{base}/v1/messages/{message_id}")
+                assert read.status_code == 200, (message_id, read.text)
+                assert read.json()["id"] == message_id
+        deadline = time.monotonic() + SINGLES_ATTACHMENTS_SECONDS
+        while await conn.fetchval(
+                "SELECT count(*) FROM attachment_texts WHERE status = 'pending'"):
+            assert time.monotonic() < deadline, "attachments still pending"
+            await asyncio.sleep(1)
+    statuses = dict(await conn.fetch(
+        "SELECT status, count(*) FROM attachment_texts GROUP BY status"))
+    assert sum(statuses.values()) == attachments
+    assert statuses.get("ready", 0) > 50
 
 
 @pytest.fixture
