@@ -44,31 +44,42 @@ def kind_of(response: httpx.Response, messages: list[dict]) -> str:
     return "ok"
 
 
-@pytest.mark.parametrize("calls", [120, 500])
-async def test_a_burst_of_searches_ends_cleanly_and_the_front_keeps_answering(
-        db_url, conn, own_redis, services, http, calls):
+async def mailbox(conn) -> str:
+    """A key to an identity with 120 messages that ``patch OR linux OR the`` all match."""
     _, identity_id, _, token = await keyed_identity(conn, "desk@acme.example")
     for n in range(120):
         body = " ".join(WORDS[(n + k) % len(WORDS)] for k in range(40))
         await ingest_raw(conn, None, identity_id, mail(
             f"m{n}@x", sender=f"dev{n % 7}@lists.example", subject=f"[PATCH {n}] the linux fix",
             body=body, date=f"Mon, {1 + n % 28:02d} Jun 2026 10:00:00 +0000"))
+    return token
+
+
+def search(wire: Wire):
+    async def one() -> str:
+        response, messages = await wire.legacy("tools/call", {
+            "name": "mail_search",
+            "arguments": {"q": "patch OR linux OR the", "mode": "hybrid"}})
+        return kind_of(response, messages)
+
+    return one
+
+
+@pytest.mark.parametrize("calls", [120, 500])
+async def test_a_burst_of_searches_ends_cleanly_and_the_front_keeps_answering(
+        db_url, conn, own_redis, services, http, calls):
+    token = await mailbox(conn)
     env = stack_env(db_url, own_redis.url, PM_DB_POOL_SIZE=str(POOL),
                     PM_REQUEST_DEADLINE_SECONDS="20",
                     # the burst is within the limits, as in the report
                     PM_RL_SEARCH_PER_MINUTE="1000", PM_RL_API_PER_MINUTE="1000")
     front, base = await services.front(env)
     wire = Wire(http, f"{base}/mcp", token)
-
-    async def search() -> str:
-        response, messages = await wire.legacy("tools/call", {
-            "name": "mail_search",
-            "arguments": {"q": "patch OR linux OR the", "mode": "hybrid"}})
-        return kind_of(response, messages)
+    search_once = search(wire)
 
     began = time.monotonic()
     async with asyncio.timeout(BURST_SECONDS + 5):
-        kinds = Counter(await asyncio.gather(*(search() for _ in range(calls))))
+        kinds = Counter(await asyncio.gather(*(search_once() for _ in range(calls))))
     took = time.monotonic() - began
     assert took <= BURST_SECONDS, f"the burst took {took:.1f} s: {kinds}"
     assert kinds["ok"] > 0, kinds
@@ -83,10 +94,30 @@ async def test_a_burst_of_searches_ends_cleanly_and_the_front_keeps_answering(
     assert response.status_code == 401
     assert time.monotonic() - began < 1
     began = time.monotonic()
-    assert await search() == "ok"
+    assert await search_once() == "ok"
     assert time.monotonic() - began < 2
 
     shed = [line for line in front.events("request") if line.get("error_code") == "shed"]
     assert len(shed) == kinds["shed"]  # each refusal has its request line
     assert await front.stop(within=10) in STOPPED
+    no_traceback(front)
+
+
+async def test_searches_never_hold_one_connection_while_waiting_for_another(
+        db_url, conn, own_redis, services, http):
+    """The deadlock itself, made certain: on a pool of 2, two searches that each held one
+    connection and waited for a second would wait for each other until the acquire timeout
+    (PM_DB_ACQUIRE_SECONDS) and end ``unavailable``. Without hold-and-wait, 20 concurrent searches
+    queue for the two connections and all succeed in well under that timeout."""
+    token = await mailbox(conn)
+    env = stack_env(db_url, own_redis.url, PM_DB_POOL_SIZE="2", PM_DB_ACQUIRE_SECONDS="5",
+                    PM_RL_SEARCH_PER_MINUTE="1000", PM_RL_API_PER_MINUTE="1000")
+    front, base = await services.front(env)
+    search_once = search(Wire(http, f"{base}/mcp", token))
+    began = time.monotonic()
+    async with asyncio.timeout(30):
+        kinds = Counter(await asyncio.gather(*(search_once() for _ in range(20))))
+    took = time.monotonic() - began
+    assert kinds == {"ok": 20}, kinds
+    assert took < 5, f"20 searches on 2 connections took {took:.1f} s"
     no_traceback(front)
