@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -50,6 +51,15 @@ class Services:
                                     batch=batch)
         self.started.append(worker)
         return worker
+
+    async def stack(self, env: dict[str, str], *, batch: bool = False
+                    ) -> tuple[Service, str, list[Service]]:
+        """A front and an interactive worker (and a batch worker), started side by side:
+        the front, its base URL and the workers."""
+        started = await asyncio.gather(self.front(env), self.worker(env),
+                                       *([self.worker(env, batch=True)] if batch else []))
+        (front, base), *workers = started
+        return front, base, workers
 
 
 @pytest.fixture

@@ -23,8 +23,7 @@ async def test_dates_out_of_range_are_refused_at_once_and_never_logged(
         db_url, conn, own_redis, services, http):
     _, identity_id, _, token = await keyed_identity(conn, "desk@acme.example")
     env = stack_env(db_url, own_redis.url)
-    front, base = await services.front(env)
-    worker = await services.worker(env)
+    front, base, (worker,) = await services.stack(env)
     wire = Wire(http, f"{base}/mcp", token)
     calls = [(tool, {name: value, **extra}, name) for value in BAD
              for tool, name, extra in (("mail_wait", "since", {"timeout_seconds": 5}),

@@ -54,8 +54,7 @@ async def test_waits_past_capacity_end_in_bound_and_leave_nothing_queued(
         db_url, conn, own_redis, services, http):
     _, _, _, token = await keyed_identity(conn, "desk@acme.example")
     env = stack_env(db_url, own_redis.url, PM_WORKER_MAX_JOBS=str(MAX_JOBS))
-    front, base = await services.front(env)
-    worker = await services.worker(env)
+    front, base, (worker,) = await services.stack(env)
     wire = Wire(http, f"{base}/mcp", token)
 
     async def timed() -> tuple[str, float]:
@@ -92,8 +91,7 @@ async def test_a_killed_workers_calls_end_promptly_and_its_jobs_do_not_block_the
         db_url, conn, own_redis, services, http):
     _, _, _, token = await keyed_identity(conn, "desk@acme.example")
     env = stack_env(db_url, own_redis.url, PM_WORKER_MAX_JOBS=str(MAX_JOBS))
-    front, base = await services.front(env)
-    doomed = await services.worker(env)
+    front, base, (doomed,) = await services.stack(env)
     wire = Wire(http, f"{base}/mcp", token)
     redis = own_redis.client()
     try:

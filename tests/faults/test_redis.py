@@ -6,7 +6,8 @@
   wait then failed after 17 s.
 * A Redis outage during a wait ends the call with a final JSON-RPC message — the SSE stream's
   last frame, or the JSON body — carrying the retryable ``unavailable`` error, never a cut
-  stream or Litestar's plain 500; the REST long poll ends with the ``unavailable`` envelope.
+  stream or Litestar's plain 500; the REST long poll ends with the ``unavailable`` envelope. A
+  request that arrives during the outage is 503 with the JSON-RPC error and its log line.
 
 Redis is the test's own (``tests/faults/kit.py``): killed and started again on the same port.
 """
@@ -45,9 +46,7 @@ async def test_workers_survive_redis_restarts_and_waits_work_after(
         db_url, conn, own_redis, services, http):
     _, _, _, token = await keyed_identity(conn, "desk@acme.example")
     env = stack_env(db_url, own_redis.url, PM_EMBED_POLL_SECONDS="1")
-    front, base = await services.front(env)
-    worker = await services.worker(env)
-    batch = await services.worker(env, batch=True)
+    front, base, (worker, batch) = await services.stack(env, batch=True)
     wire = Wire(http, f"{base}/mcp", token)
     assert await wait_answers(wire)
 
@@ -87,8 +86,7 @@ async def test_a_redis_outage_mid_wait_ends_the_call_with_a_final_message(
         db_url, conn, own_redis, services, http, surface):
     _, identity_id, _, token = await keyed_identity(conn, "desk@acme.example")
     env = stack_env(db_url, own_redis.url)
-    front, base = await services.front(env)
-    await services.worker(env)
+    front, base, _ = await services.stack(env)
     accept = "application/json, text/event-stream" if surface.endswith("sse") \
         else "application/json"
     headers = {"authorization": f"Bearer {token}", "accept": accept,
@@ -139,10 +137,21 @@ async def test_a_redis_outage_mid_wait_ends_the_call_with_a_final_message(
         assert error is not None, final
     assert error["code"] == "unavailable" and error["retryable"] is True, error
 
-    # its request line is written; then, with Redis back, the front serves waits again
+    # its request line is written; while Redis is down, a new request (ping: its RL_API charge
+    # needs Redis) is a JSON-RPC error at once, with its line too
     assert error["request_id"] in {line["request_id"] for line in front.events("request")}
-    await own_redis.start()
     wire = Wire(http, f"{base}/mcp", token)
+    began = time.monotonic()
+    response, messages = await wire.legacy("ping")
+    assert time.monotonic() - began <= OUTAGE_END_SECONDS
+    assert response.status_code == 503 and response.headers["retry-after"] == "1", response.text
+    assert messages[0]["error"]["code"] == -32603
+    refused = messages[0]["error"]["data"]["error"]
+    assert refused["code"] == "unavailable" and refused["retryable"] is True
+    assert refused["request_id"] in {line["request_id"] for line in front.events("request")}
+
+    # with Redis back, the front serves waits again
+    await own_redis.start()
     await eventually(lambda: wait_answers(wire), RECOVERY_SECONDS,
                      "mail_wait answered after Redis is back", every=0.2)
     no_traceback(front)
