@@ -148,6 +148,10 @@ class Relay:
         for writer in list(self._writers):
             writer.transport.abort()
 
+    def connections(self) -> int:
+        """Connections relayed now."""
+        return len(self._writers) // 2
+
     def dsn(self, db_url: str) -> str:
         """``db_url`` through this relay."""
         return db_url.replace(f"127.0.0.1:{self._upstream}", f"127.0.0.1:{self.port}")

@@ -2,13 +2,17 @@
 and REST — is answered at once with a JSON-RPC error (503, ``Retry-After``, -32603 with the
 ``unavailable`` envelope) or the REST envelope, never Litestar's plain 500, and writes its
 ``request`` log line; once PostgreSQL is back the front serves normally within a few seconds.
+PostgreSQL lost under running searches ends each of them the same way (a transaction's rollback
+on the dead connection once made that ``internal``).
 
 PostgreSQL is "down" for the front only: it reaches it through a relay the test cuts
 (``tests/faults/kit.py``), so the machine's server stays up for everyone else."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import Counter
 
 import msgspec
 
@@ -81,3 +85,48 @@ async def test_postgresql_down_every_request_gets_a_json_rpc_error_and_its_log_l
                      every=0.2)
     assert time.monotonic() - began <= RECOVERY_SECONDS
     assert await front.stop() in STOPPED
+
+
+async def test_postgresql_lost_mid_request_ends_each_call_cleanly(
+        db_url, conn, own_redis, relay, services, http):
+    """PostgreSQL goes away while searches are running on its connections: each call ends with
+    the result (it finished first), the ``unavailable`` tool error, or the 503 JSON-RPC error —
+    never a bare 500 — within the acquire timeout, and the front serves again after."""
+    from tests.faults.test_overload import kind_of, mailbox
+
+    token = await mailbox(conn)
+    env = stack_env(relay.dsn(db_url), own_redis.url, PM_DB_POOL_SIZE="5",
+                    PM_DB_ACQUIRE_SECONDS=str(ACQUIRE_SECONDS),
+                    PM_RL_SEARCH_PER_MINUTE="1000", PM_RL_API_PER_MINUTE="1000")
+    front, base = await services.front(env)
+    wire = Wire(http, f"{base}/mcp", token)
+
+    async def search() -> str:
+        response, messages = await wire.legacy("tools/call", {
+            "name": "mail_search", "arguments": {"q": "patch OR linux OR the"}})
+        return kind_of(response, messages)
+
+    calls = [asyncio.create_task(search()) for _ in range(60)]
+    # cut once searches are answered: the others are then authenticating, resolving their
+    # scope or searching, on connections that go away under them
+    await eventually(lambda: any(call.done() for call in calls), 15, "a search is answered")
+    await relay.cut()
+    cut = time.monotonic()
+    async with asyncio.timeout(ACQUIRE_SECONDS + 10):
+        kinds = Counter(await asyncio.gather(*calls))
+    took = time.monotonic() - cut
+    # "shed" is any 503 JSON-RPC error: here, PostgreSQL unreachable outside the tool
+    assert set(kinds) <= {"ok", "unavailable", "shed"} and kinds["ok"] < 60, kinds
+    assert took <= ACQUIRE_SECONDS + 2, f"the calls ended {took:.2f} s after the cut"
+    statuses = Counter(line["status"] for line in front.events("request")
+                       if line.get("method") == "tools/call")
+    assert sum(statuses.values()) == 60 and set(statuses) <= {200, 503}, statuses
+    no_traceback(front)
+
+    await relay.start()
+    await eventually(lambda: _serves(search), RECOVERY_SECONDS,
+                     "the front serves again after PostgreSQL's return", every=0.2)
+
+
+async def _serves(search) -> bool:
+    return await search() == "ok"
