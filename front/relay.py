@@ -7,8 +7,9 @@ silence, and ends with one :class:`Final` (the tool's result object, or a
 legacy ``notifications/cancelled``):
 
 1. refuse at once, ``unavailable``, when no interactive worker is alive or the live ones are all
-   busy (queued and running jobs ≥ their capacity): work beyond capacity is refused, not left to
-   rot in the queue (issue 9);
+   busy (queued and running jobs ≥ their capacity) — checked before the enqueue, and again after
+   it by the job's rank in the queue, so a burst that passed the first check together is cut at
+   capacity too: work beyond capacity is refused, not left to rot in the queue (issue 9);
 2. listen on the job's channel, *then* enqueue (no event can be missed), with the request id as
    job id and an expiry, so a job no worker starts within :data:`START_SECONDS` is never run;
 3. relay events until the result or error, ending with ``unavailable`` (retryable) when the job
@@ -16,7 +17,7 @@ legacy ``notifications/cancelled``):
    seconds plus :data:`MARGIN_SECONDS`, or when the event feed is lost (Redis down). A quiet
    stream also reads the job's stored result, in case its event was missed;
 4. whenever the front gives up, or its caller goes away (the generator is closed), the job is
-   told to stop: its cancel key is set and arq aborts it (:func:`stop_job`).
+   told to stop: its cancel key is set, arq aborts it, and it leaves the queue (:func:`stop_job`).
 """
 
 from __future__ import annotations
@@ -100,9 +101,16 @@ def _error(body: dict[str, Any]) -> PylotaError:
 
 async def stop_job(res: Resources, job_id: str, queue: str) -> None:
     """Tell job ``job_id`` to stop: at its next checkpoint (cancel key) and through arq's abort
-    (which also drops a job no worker started yet). Never raises."""
+    (which also drops a job no worker started yet), and take it out of ``queue``, where it no
+    longer counts against capacity. Never raises."""
     with contextlib.suppress(Exception):
         await res.redis.set(cancel_key(job_id), b"1", ex=CANCEL_KEY_SECONDS)
+    with contextlib.suppress(Exception):
+        # Out of the queue at once: arq keeps a job there until a worker ends it, and the
+        # front counts the queue against the workers' capacity — a job of a worker killed
+        # with SIGKILL would otherwise take a slot until its in-progress mark expired, after
+        # the longest job deadline (issue 9).
+        await res.redis.zrem(queue, job_id)
     with contextlib.suppress(Exception):
         await ArqJob(job_id, res.arq, _queue_name=queue).abort(timeout=0)
     with contextlib.suppress(Exception):
@@ -142,6 +150,16 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
                     return
                 if queued is None:  # request ids are unique: a job with this id cannot exist
                     yield Final(PylotaError(ErrorCode.INTERNAL, "The job id is taken."))
+                    return
+                # The check above races with every other front's: past it, a burst would queue
+                # far beyond capacity. Of the jobs in the queue (running ones included, oldest
+                # first) only the first ``capacity`` may stay; a later one is refused, and
+                # stopped on the way out (the finally below), never left to wait its turn.
+                if capacity is not None and (
+                        rank := await res.redis.zrank(queue, job_id)) is not None \
+                        and rank >= capacity:
+                    yield _unavailable("Every worker is busy.",
+                                       "Retry in a few seconds, or start more workers.")
                     return
                 started = False
                 deadline = time.monotonic() + START_SECONDS

@@ -162,6 +162,14 @@ _DEPENDENCY_FAILURES: tuple[type[BaseException], ...] = (
 )
 
 
+def _closed_connection(exc: BaseException) -> bool:
+    """asyncpg's ``InterfaceError`` for a connection that PostgreSQL's loss already closed: a
+    transaction's rollback (or any call) after the connection went away mid-query raises it in
+    place of the ``ConnectionDoesNotExistError`` it follows. Other interface errors (a
+    connection used after its release) are our bugs, and stay ``internal``."""
+    return isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in str(exc)
+
+
 def dependency_failure(exc: BaseException) -> PylotaError | None:
     """``unavailable`` (retryable) when ``exc`` means PostgreSQL or Redis is down or too slow;
     None when it is anything else, which callers render as ``internal``.
@@ -171,7 +179,7 @@ def dependency_failure(exc: BaseException) -> PylotaError | None:
     """
     if isinstance(exc, PylotaError):
         return exc
-    if isinstance(exc, _DEPENDENCY_FAILURES):
+    if isinstance(exc, _DEPENDENCY_FAILURES) or _closed_connection(exc):
         return PylotaError(ErrorCode.UNAVAILABLE, "A dependency of the service did not answer.",
                            fix="Retry in a few seconds; if it keeps failing, report the request_id.")
     return None

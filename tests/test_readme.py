@@ -31,3 +31,36 @@ def test_settings_reject_a_malformed_variable_by_name():
     with pytest.raises(SettingsError, match="PM_RL_API_PER_MINUTE"):
         Settings.from_env({"PM_RL_API_PER_MINUTE": "lots"})
     assert Settings.from_env({"PM_RL_API_PER_MINUTE": "5"}).pm_rl_api_per_minute == 5
+
+
+def test_the_limits_and_failure_section_names_every_limit_with_its_value():
+    """The "Limits and failure behaviour" tables follow the code (issue 9): every limit setting
+    with its default, and the constants of the pool, the relay, the runner and the budget."""
+    from front.mcp.transport import BODY_READ_SECONDS
+    from front.relay import MARGIN_SECONDS, START_SECONDS
+    from front.resources import REDIS_WAIT_SECONDS
+    from front.shedding import RETRY_AFTER_SECONDS
+    from shared.db.pool import CONNECT_SECONDS
+    from shared.jobs import DEADLINE_GRACE_SECONDS
+    from shared.mail import budget
+    from workers.process import MAX_JOBS_BATCH, RECONNECT_DELAYS
+    from workers.runner import CALL_RESULT_SECONDS
+
+    section = README.split("## Limits and failure behaviour\n", 1)[1].split("\n## ", 1)[0]
+    defaults = Settings()
+    for name in ("pm_db_pool_size", "pm_db_acquire_seconds", "pm_db_statement_timeout_seconds",
+                 "pm_redis_pool_size", "pm_max_in_flight", "pm_request_deadline_seconds",
+                 "pm_worker_max_jobs", "pm_job_heartbeat_seconds", "pm_stream_heartbeat_seconds"):
+        assert f"`{name.upper()}` = {getattr(defaults, name):g}" in section, name
+    for seconds in (CONNECT_SECONDS, REDIS_WAIT_SECONDS, BODY_READ_SECONDS, START_SECONDS,
+                    DEADLINE_GRACE_SECONDS, MARGIN_SECONDS, CALL_RESULT_SECONDS):
+        assert f"{seconds:g} s" in section, seconds
+    assert f"Retry-After: {RETRY_AFTER_SECONDS}" in section
+    assert f"runs {MAX_JOBS_BATCH} job at a time" in section
+    assert ", ".join(f"{d:g}" for d in RECONNECT_DELAYS[:-1]) in section
+    assert f"every {RECONNECT_DELAYS[-1]:g} s" in section
+    assert (f"header block {budget.MAX_HEADER_BYTES // 1024} KiB and "
+            f"{budget.MAX_HEADER_FIELDS:,} fields, {budget.MAX_PARAMS} parameters and "
+            f"{budget.MAX_MIME_FIELD_BYTES // 1024} KiB per MIME field, {budget.MAX_RECIPIENTS} "
+            f"recipients per address field, {budget.MAX_PARTS} MIME parts, {budget.MAX_DEPTH} "
+            f"levels of nesting, {budget.MAX_HTML_CHARS:,} characters of HTML") in section

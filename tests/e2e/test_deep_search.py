@@ -23,7 +23,6 @@ import contextlib
 import json
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,7 +33,6 @@ import pytest
 import uvicorn
 from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
@@ -44,6 +42,7 @@ from tests.conftest import NAMESPACE, ROOT, free_port, running_front, running_wo
 from tests.e2e.harness import sdk_client
 from tests.e2e.test_jobs import start_worker
 from tests.e2e.transport_kit import JS_SKIP_REASON, js_tools
+from tests.faults.kit import OwnRedis, Relay
 from tests.shared.deepsearch.conftest import HIJACK, box  # noqa: F401  (fixture)
 from tests.shared.search.conftest import Mailbox, mailbox  # noqa: F401  (fixture)
 
@@ -407,37 +406,20 @@ async def test_a_worker_killed_mid_call_ends_it_retryably_within_max_seconds_and
 
 
 @pytest.fixture
-async def own_redis() -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
+async def own_redis() -> AsyncIterator[OwnRedis]:
     """A Redis server of this test alone (the shared one must stay up), stopped at will."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed: the outage needs a Redis of its own")
-    port = free_port()
-    server = subprocess.Popen([binary, "--port", str(port), "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = Redis.from_url(url)
+    server = OwnRedis()
+    await server.start()
     try:
-        async with asyncio.timeout(10):
-            while True:
-                with contextlib.suppress(OSError, RedisError):
-                    if await client.ping():
-                        break
-                await asyncio.sleep(0.05)
+        yield server
     finally:
-        await client.aclose()
-    try:
-        yield server, url
-    finally:
-        server.kill()
-        server.wait(10)
+        server.stop()
 
 
 async def test_a_redis_outage_mid_call_ends_it_retryably_never_a_hang(box, held_chat, own_redis):
     chat, chat_url = held_chat
-    server, redis_url = own_redis
     token, _ = await tokens(box)
-    settings = held_settings(box.dsn, chat_url, redis_url=redis_url)
+    settings = held_settings(box.dsn, chat_url, redis_url=own_redis.url)
     async with running_front(settings) as url, running_worker(settings):
         async with sdk_client(url, token) as client:
             call = asyncio.create_task(client.call_tool(
@@ -445,7 +427,7 @@ async def test_a_redis_outage_mid_call_ends_it_retryably_never_a_hang(box, held_
                 progress_callback=lambda *_: asyncio.sleep(0)))
             async with asyncio.timeout(15):
                 await chat.asked.wait()
-            server.send_signal(signal.SIGKILL)
+            own_redis.stop()  # SIGKILL
             down = time.monotonic()
             async with asyncio.timeout(MAX_SECONDS + 10):
                 result = await call
@@ -458,44 +440,9 @@ async def test_a_redis_outage_mid_call_ends_it_retryably_never_a_hang(box, held_
     assert ended - down <= MAX_SECONDS + 2, f"ended {ended - down:.2f} s after Redis went"
 
 
-class Cut:
-    """A TCP relay to PostgreSQL that can be cut: every connection through it is closed, and no
-    new one is accepted (the worker's PostgreSQL is gone; the front's is not)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self._writers: list[asyncio.StreamWriter] = []
-        self._server: asyncio.Server | None = None
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, ConnectionError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream_reader, upstream = await asyncio.open_connection("127.0.0.1", 5432)
-        self._writers += [writer, upstream]
-        await asyncio.gather(self._pipe(reader, upstream), self._pipe(upstream_reader, writer))
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-
-    async def cut(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:
-            writer.close()
-        await self._server.wait_closed()
-
-    def dsn(self, db_url: str) -> str:
-        return db_url.replace("127.0.0.1:5432", f"127.0.0.1:{self.port}")
-
-
 async def test_postgresql_lost_under_the_worker_ends_the_call_retryably(box):
     token, _ = await tokens(box)
-    relay = Cut()
+    relay = Relay()  # cut for the worker; the front's PostgreSQL stays
     await relay.start()
     front_settings = stack_settings(box.dsn)
     worker_settings = stack_settings(relay.dsn(box.dsn), pm_db_acquire_seconds=2.0)
