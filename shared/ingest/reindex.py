@@ -13,7 +13,8 @@ import msgspec
 from shared.mail.patterns import identity_patterns
 from shared.mail.refs import TEXT_CHARS, count_refs, extract_refs, save_refs
 from shared.mail.store import stored_contents
-from shared.mail.triage import Triage, TriageInput, categories_of, save_triage, triage
+from shared.mail.triage import (Triage, TriageInput, categories_of, judged_text, save_triage,
+                                 triage)
 from shared.mail.trust import (
     Correspondence, Trust, TrustPolicy, checked_dkim, correspondence_of, rejudge, save_trust,
 )
@@ -56,7 +57,8 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
             trust, details = await rejudge(conn, msg, trust_policy, known[idn], checked)
             result = triage(TriageInput(
                 subject=msg.subject, from_address=msg.from_address, from_name=msg.from_name,
-                reply_to=msg.reply_to, headers=msg.headers, text=msg.new_text or msg.text,
+                reply_to=msg.reply_to, headers=msg.headers,
+                text=judged_text(msg.new_text, msg.text, answers=msg.answers),
                 attachments=msg.attachments, trust=trust))
             changed += before.get(msg.id) != result.category
             batch = pending.setdefault(idn, [])

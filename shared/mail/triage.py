@@ -55,8 +55,8 @@ from shared.mail.spam import SPAM_SCORE, spam_signals
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
            "FIELD_CHARS",
-           "Triage", "TriageInput", "input_of", "triage", "save_triage", "triage_of", "categories_of",
-           "TRIAGE_COLUMN", "triage_from"]
+           "Triage", "TriageInput", "judged_text", "input_of", "triage", "save_triage", "triage_of",
+           "categories_of", "TRIAGE_COLUMN", "triage_from"]
 
 #: Every category, and what it holds. ``mail_search``'s ``category:`` accepts exactly these.
 CATEGORIES: dict[str, str] = {
@@ -185,7 +185,7 @@ _ADDR_SPEC = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 @dataclass(frozen=True)
 class TriageInput:
     """What triage reads of a message: the subject, sender and Reply-To addr-specs, the header
-    fields as ``(name, value)`` pairs, the new text (or the whole text when it has none), the
+    fields as ``(name, value)`` pairs, the text judged (:func:`judged_text`), the
     attachments as ``(filename, content_type)``, and its trust (``shared.mail.trust``; None when
     not judged)."""
 
@@ -199,6 +199,14 @@ class TriageInput:
     trust: Trust | None = None
 
 
+def judged_text(new_text: str, text: str, *, answers: bool) -> str:
+    """The text triage judges: the new text of a message that answers another (In-Reply-To or
+    References), else the whole text. A message that answers nothing has no earlier message to
+    quote, so its "quoted" lines are its own words: bulk mail laid out in a ``<blockquote>``
+    renders as quoted text, and judging only what was left unquoted hid the offer."""
+    return (new_text if answers else "") or text
+
+
 def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -> TriageInput:
     """What triage reads of a freshly parsed message, ``new_text`` being its text without quotes
     and ``trust`` its trust."""
@@ -206,7 +214,8 @@ def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -
         subject=parsed.subject, from_address=parsed.from_.address if parsed.from_ else None,
         from_name=parsed.from_.name if parsed.from_ else None,
         reply_to=[a.address for a in parsed.reply_to], headers=parsed.headers,
-        text=new_text or parsed.text,
+        text=judged_text(new_text, parsed.text,
+                         answers=bool(parsed.in_reply_to or parsed.references)),
         attachments=[(a.filename, a.content_type) for a in parsed.attachments], trust=trust)
 
 

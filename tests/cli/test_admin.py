@@ -178,7 +178,8 @@ def test_key_creation_errors_say_what_to_change(db_url):
 def test_tenant_policy_and_signing_key_rotation(db_url, monkeypatch):
     assert pylota(db_url, "tenants", "create", "Acme").returncode == 0
     policy = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme", "--signed-requests")
-    assert policy.stdout.strip().endswith("accountable_human=false  signed_requests=true")
+    assert policy.stdout.strip().endswith(
+        "accountable_human=false  signed_requests=true  agentic limits 6 steps, 8 seconds")
     both = msgspec.json.decode(pylota(db_url, "tenants", "set-policy", "--tenant", "Acme",
                                       "--accountable-human", "--json").stdout)
     assert (both["accountable_human"], both["allow_signed_requests"]) == (True, True)

@@ -210,7 +210,8 @@ async def test_key_without_messages_read_cannot_see_or_call_get_message(lkml_sta
     message_id = await conn.fetchval("SELECT id FROM messages LIMIT 1")
     async with sdk_client(lkml_stack["url"], token) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert names == {"mail_list_identities", "mail_search", "mail_find_related"}
+        assert names == {"mail_list_identities", "mail_search", "mail_find_related",
+                         "mail_deep_search"}
         with pytest.raises(MCPError) as raised:
             await client.call_tool("mail_get_message", {"message_id": message_id})
     assert raised.value.error.code == INVALID_PARAMS

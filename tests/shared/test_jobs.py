@@ -7,9 +7,11 @@ from datetime import timedelta
 
 import asyncpg
 
+from shared.deepsearch import BuiltinBackend
 from shared.events import JOB_PURGE_SEND_KEYS, new_mail_channel, ran_key
 from shared.jobs import JOBS_BY_NAME, JobEnv
 from shared.pubsub import Subscriptions
+from shared.search.semantic import SemanticEngine
 from shared.tenancy.store import create_identity, create_tenant
 from tests.conftest import NAMESPACE, database, settings_for
 
@@ -29,7 +31,8 @@ async def test_expired_keys_are_purged_once_an_hour(db_url, conn: asyncpg.Connec
     try:
         async with database(db_url) as db:
             env = JobEnv(db=db, redis=redis, settings=settings,
-                         new_mail=Subscriptions(redis, new_mail_channel("*"), bytes))
+                         new_mail=Subscriptions(redis, new_mail_channel("*"), bytes),
+                         engine=SemanticEngine("hash", 1), backend=BuiltinBackend())
             assert await purge.run(env) == 1
             await conn.execute(
                 "UPDATE send_requests SET created_at = now() - interval '30 hours'")

@@ -235,3 +235,19 @@ def test_real_ham_is_rarely_flagged(corpus) -> None:
                             mboxrd=False))
     assert len(results) == 2500
     assert sum(bool(r.risk_flags) for r in results) < len(results) / 200
+
+
+OFFER_IN_BLOCKQUOTE = (
+    "From: deals@bulk.example\r\nTo: inbox@acme.example\r\nSubject: Hello\r\n"
+    "Content-Type: text/html\r\n\r\n"
+    "<p>Hi</p><blockquote>100% FREE! Act now, order today, risk-free, no obligation."
+    " To be removed from our mailing list reply with REMOVE in the subject.</blockquote>")
+
+
+def test_a_message_that_answers_nothing_is_judged_with_its_quoted_lines():
+    fresh = parse_message(OFFER_IN_BLOCKQUOTE.encode())
+    assert triage(input_of(fresh, "Hi")).category == "spam"
+    answering = parse_message(
+        OFFER_IN_BLOCKQUOTE.replace("Subject:", "In-Reply-To: <a@acme.example>\r\nSubject:")
+        .encode())
+    assert triage(input_of(answering, "Hi")).category != "spam"

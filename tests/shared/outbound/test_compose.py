@@ -32,7 +32,7 @@ def parent(**overrides: object) -> MessageRecord:
         subject="Plan", from_=Address(address="jo@example.com", name="Jo"),
         to=[Address(address="desk@acme.example")], date=datetime(2026, 11, 2, 10, tzinfo=UTC),
         direction="inbound", status="received", labels=[], read=False,
-        text="Line one\n\nLine two\n", triage=None, refs=[])
+        text="Line one\n\nLine two\n", triage=None, trust=None, refs=[])
     values.update(overrides)
     return MessageRecord(**values)  # type: ignore[arg-type]
 
