@@ -44,7 +44,8 @@ from shared.mail.records import (
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 from shared.tenancy.store import identity_addresses
 
-__all__ = ["StoreOutcome", "insert_message", "get_message", "get_message_with", "get_thread", "thread_page",
+__all__ = ["StoreOutcome", "insert_message", "get_message", "get_message_with", "get_thread",
+           "thread_page",
            "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
