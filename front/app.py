@@ -3,8 +3,8 @@
 ``create_app(settings)`` builds the app: ``POST /mcp`` (``front.mcp``) and the REST API under
 ``/v1`` (``front.rest``), both on the one call pipeline (``shared.tools.call``), and the signing
 keys' public documents under ``/.well-known`` (``front.wellknown``), behind load shedding
-(``front.shedding``). Its lifespan opens the process's resources
-(``front.resources``) and closes them on exit. Tests pass their own ``tools`` and ``prompts``
+(``front.shedding``). Its lifespan opens the process's resources (``front.resources``), warms
+them (``front.warm``) and closes them on exit. Tests pass their own ``tools`` and ``prompts``
 (the conformance suite's fixtures); the product registers only the real registry.
 """
 
@@ -21,6 +21,7 @@ from front.resources import open_resources
 from front.rest.routes import rest_routes
 from front.rest.errors import EXCEPTION_HANDLERS
 from front.shedding import shedding
+from front.warm import warm
 from front.wellknown import wellknown_routes
 from shared.config import Settings
 from shared.logs import configure
@@ -37,6 +38,7 @@ def create_app(settings: Settings, *, tools: Sequence[ToolSpec] = TOOLS,
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with open_resources(settings, tools) as resources:
+            await warm(resources)
             app.state.resources = resources
             yield
 

@@ -57,7 +57,8 @@ async def open_resources(settings: Settings, tools: Sequence[ToolSpec]
     """Open everything for the block, and close it after (see the module docstring)."""
     db = await open_database(settings.database_url, size=settings.pm_db_pool_size,
                              acquire_seconds=settings.pm_db_acquire_seconds,
-                             statement_timeout_seconds=settings.pm_db_statement_timeout_seconds)
+                             statement_timeout_seconds=settings.pm_db_statement_timeout_seconds,
+                             session_state=False)
     connections = BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=settings.pm_redis_pool_size,
         timeout=REDIS_WAIT_SECONDS, socket_connect_timeout=2)

@@ -28,7 +28,7 @@ import msgspec
 from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, new_id
-from shared.tenancy.store import identity_tenant_id, key_standing, tenant_mode
+from shared.tenancy.store import STANDING_COLUMNS, KeyStanding, identity_tenant_id, tenant_mode
 
 __all__ = ["Principal", "KeyInfo", "LAST_USED_RESOLUTION", "MODES", "create_key",
            "create_partner_key", "create_platform_key", "authenticate", "hash_token",
@@ -194,9 +194,11 @@ async def authenticate(conn: asyncpg.Connection, authorization: str | None) -> P
     token = token.strip()
     if scheme.lower() != "bearer" or not token.startswith(("pmk_live_", "pmk_test_")):
         raise PylotaError(ErrorCode.UNAUTHENTICATED, "A valid bearer API key is required.")
+    # The key and its standing in one round trip: this runs on every request.
     row = await conn.fetchrow(
-        "SELECT id, level, partner_id, tenant_id, identity_id, permissions, mode, expires_at,"
-        " revoked_at, last_used_at FROM api_keys WHERE token_hash = $1", hash_token(token))
+        "SELECT k.id, k.level, k.partner_id, k.tenant_id, k.identity_id, k.permissions, k.mode,"
+        f" k.expires_at, k.revoked_at, k.last_used_at, {STANDING_COLUMNS}"
+        " FROM api_keys k WHERE k.token_hash = $1", hash_token(token))
     if row is None:
         raise PylotaError(ErrorCode.UNAUTHENTICATED, "This API key is not known.")
     if row["revoked_at"] is not None:
@@ -204,7 +206,7 @@ async def authenticate(conn: asyncpg.Connection, authorization: str | None) -> P
     now = datetime.now(timezone.utc)
     if row["expires_at"] is not None and row["expires_at"] <= now:
         raise PylotaError(ErrorCode.KEY_EXPIRED, "This API key has expired.")
-    standing = await key_standing(conn, partner_id=row["partner_id"], tenant_id=row["tenant_id"])
+    standing = KeyStanding(partner_status=row["partner_status"], tenant_mode=row["tenant_mode"])
     if standing.partner_status == "suspended":
         raise PylotaError(ErrorCode.PARTNER_SUSPENDED, "This key's partner is suspended.",
                           fix="Contact the platform operator.")

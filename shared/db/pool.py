@@ -35,6 +35,14 @@ async def _init(conn: asyncpg.Connection) -> None:
     )
 
 
+async def _no_session_reset(conn: asyncpg.Connection) -> None:
+    """The pool's reset for processes that keep no session state (``session_state=False``).
+    asyncpg rolls back a transaction left open (a cancelled call) and drops listeners before
+    calling this; its default reset query (advisory unlocks, ``CLOSE ALL``, ``UNLISTEN *``,
+    ``RESET ALL``) would clear nothing more for such a process, at one more round trip on every
+    release (issue 14)."""
+
+
 class Database:
     """A pool whose :meth:`acquire` is bounded in time (see the module docstring)."""
 
@@ -102,19 +110,26 @@ class Database:
 
 
 async def open_database(dsn: str, *, size: int, acquire_seconds: float,
-                        statement_timeout_seconds: float | None = None) -> Database:
+                        statement_timeout_seconds: float | None = None,
+                        session_state: bool = True) -> Database:
     """A :class:`Database` of at most ``size`` connections on ``dsn``.
 
     Args:
         statement_timeout_seconds: PostgreSQL's ``statement_timeout`` for every statement on
             these connections (None: the server's), so that no query holds a connection for long.
+        session_state: whether callers may leave session state on a connection they release
+            (session advisory locks, ``LISTEN``, ``SET`` outside a transaction, held cursors),
+            which each release then clears. The front passes False: its calls use transaction-
+            scoped state only (``SET LOCAL``, ``pg_advisory_xact_lock``), so a release resets
+            only a transaction left open.
     """
     server_settings = {}
     if statement_timeout_seconds:
         server_settings["statement_timeout"] = str(int(statement_timeout_seconds * 1000))
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=_init,
                                      server_settings=server_settings,
-                                     timeout=CONNECT_SECONDS)
+                                     timeout=CONNECT_SECONDS,
+                                     reset=None if session_state else _no_session_reset)
     return Database(pool, acquire_seconds=acquire_seconds)
 
 

@@ -30,6 +30,8 @@ __all__ = ["Embedder", "EmbedderUnavailable", "HashEmbedder", "OnnxEmbedder", "l
 DIM = 384
 #: Tokens per text the model reads; MiniLM was trained on at most 256 (STACK.md section 1.1).
 MAX_TOKENS = 256
+#: Texts the model reads in one run: groups of like length (:meth:`OnnxEmbedder.embed`).
+SUB_BATCH = 16
 #: Names accepted by ``PM_EMBEDDER``.
 EMBEDDERS = ("onnx", "hash", "off")
 
@@ -122,10 +124,21 @@ class OnnxEmbedder:
         encodings = self._tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        (hidden,) = self._session.run(["last_hidden_state"], {
-            "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        lengths = mask.sum(axis=1)
+        pooled = np.empty((len(texts), self.dim), dtype=np.float32)
+        # Texts of like length together, each group cut to its own longest: padding costs as
+        # much model time as text (attention grows with the square of the length), and the
+        # masked positions change nothing in the vectors (issue 14: 1.1-1.5x on real mail).
+        order = np.argsort(lengths, kind="stable")
+        for start in range(0, len(order), SUB_BATCH):
+            rows = order[start:start + SUB_BATCH]
+            width = max(int(lengths[rows].max()), 1)
+            group_ids, group_mask = ids[rows, :width], mask[rows, :width]
+            (hidden,) = self._session.run(["last_hidden_state"], {
+                "input_ids": group_ids, "attention_mask": group_mask,
+                "token_type_ids": np.zeros_like(group_ids)})
+            weights = group_mask[:, :, None].astype(np.float32)
+            pooled[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalized(pooled)
 
 

@@ -12,11 +12,12 @@ import msgspec
 
 from shared.budget import RESULT_BYTES, cut
 from shared.mail.records import FoundRef, MessageRecord
-from shared.mail.refs import refs_of
-from shared.mail.triage import triage_of
-from shared.mail.trust import trust_of
+from shared.mail.refs import REFS_COLUMN, refs_from, refs_of
+from shared.mail.store import get_message_with
+from shared.mail.triage import TRIAGE_COLUMN, triage_from, triage_of
+from shared.mail.trust import TRUST_COLUMN, trust_from, trust_of
 
-__all__ = ["annotate", "budget_message", "LIST_ITEMS", "SUBJECT_CHARS", "SHRUNK_ITEMS",
+__all__ = ["annotate", "read_message", "budget_message", "LIST_ITEMS", "SUBJECT_CHARS", "SHRUNK_ITEMS",
            "SHRUNK_CHARS"]
 
 #: Items of each list a Message object shows: to, cc, reply_to, attachments, headers.
@@ -37,6 +38,24 @@ async def annotate(conn: asyncpg.Connection, records: list[MessageRecord]) -> No
         record.triage = triaged.get(record.id)
         record.trust = trusted.get(record.id)
         record.refs = [FoundRef(kind, value) for kind, value in found.get(record.id, [])]
+
+
+async def read_message(conn: asyncpg.Connection, identity_id: str, message_id: str, *,
+                       include_text: bool = False, include_headers: bool = False
+                       ) -> MessageRecord | None:
+    """``shared.mail.store.get_message`` with :func:`annotate` done, in two round trips (the
+    message with its triage, trust and references in one statement, then its attachments)
+    instead of five; None when ``identity_id`` has no such message."""
+    found = await get_message_with(conn, identity_id, message_id,
+                                   (TRIAGE_COLUMN, TRUST_COLUMN, REFS_COLUMN),
+                                   include_text=include_text, include_headers=include_headers)
+    if found is None:
+        return None
+    record, row = found
+    record.triage = triage_from(row["triage"])
+    record.trust = trust_from(row["trust"])
+    record.refs = [FoundRef(kind, value) for kind, value in refs_from(row["refs"])]
+    return record
 
 
 def budget_message(record: MessageRecord, chars: int, limit: int = RESULT_BYTES - 4096) -> bool:

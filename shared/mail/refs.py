@@ -45,7 +45,7 @@ import asyncpg
 from shared.mail.patterns import compile_pattern
 
 __all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
-           "sharing_refs", "count_refs", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
+           "sharing_refs", "count_refs", "REFS_COLUMN", "refs_from", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
 MAX_REFS = 200
@@ -255,12 +255,23 @@ async def refs_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str,
     stored: dict[str, list[Ref]] = {}
     for r in rows:
         stored.setdefault(r["message_id"], []).append((r["kind"], r["value"]))
-    out: dict[str, list[Ref]] = {}
-    for message_id, refs in stored.items():
-        with_currency = {v[3:] for k, v in refs if k == "amount" and v[:1].isalpha()}
-        out[message_id] = [(k, v) for k, v in refs
-                           if not (k == "amount" and v in with_currency)][:SHOWN_REFS]
-    return out
+    return {message_id: _shown(refs) for message_id, refs in stored.items()}
+
+
+#: :func:`refs_of` of one message as a column of a query on ``messages m`` (its stored
+#: ``(kind, value)`` records in the same order); :func:`refs_from` reads it.
+REFS_COLUMN = """ARRAY(SELECT ROW(r.kind, r.value) FROM message_refs r
+    WHERE r.message_id = m.id ORDER BY r.kind, r.value) AS refs"""
+
+
+def refs_from(value: list[tuple[str, str]]) -> list[Ref]:
+    """What :func:`refs_of` says of one message, from its :data:`REFS_COLUMN` value."""
+    return _shown([(kind, ref) for kind, ref in value])
+
+
+def _shown(refs: list[Ref]) -> list[Ref]:
+    with_currency = {v[3:] for k, v in refs if k == "amount" and v[:1].isalpha()}
+    return [(k, v) for k, v in refs if not (k == "amount" and v in with_currency)][:SHOWN_REFS]
 
 
 async def sharing_refs(conn: asyncpg.Connection, message_id: str, *, most: int = MOST_SHARING

@@ -44,7 +44,8 @@ from shared.mail.records import (
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 from shared.tenancy.store import identity_addresses
 
-__all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "thread_page",
+__all__ = ["StoreOutcome", "insert_message", "get_message", "get_message_with", "get_thread",
+           "thread_page",
            "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
@@ -284,6 +285,23 @@ async def get_message(conn: asyncpg.Connection, identity_id: str, message_id: st
     atts = await _attachments_of(conn, [message_id])
     return _record(row, atts.get(message_id, []), include_text=include_text,
                    include_headers=include_headers)
+
+
+async def get_message_with(conn: asyncpg.Connection, identity_id: str, message_id: str,
+                           columns: tuple[str, ...], *, include_text: bool = False,
+                           include_headers: bool = False
+                           ) -> tuple[MessageRecord, asyncpg.Record] | None:
+    """:func:`get_message` whose row also holds ``columns`` (SQL expressions on ``messages m``
+    that their owner modules give, e.g. ``shared.mail.triage.TRIAGE_COLUMN``), read in the
+    message's statement: one snapshot, one round trip. Returns the record and the row."""
+    row = await conn.fetchrow(
+        f"SELECT {_MESSAGE_COLUMNS}, {', '.join(columns)} FROM messages m"
+        " WHERE m.id = $1 AND m.identity_id = $2", message_id, identity_id)
+    if row is None:
+        return None
+    atts = await _attachments_of(conn, [message_id])
+    return _record(row, atts.get(message_id, []), include_text=include_text,
+                   include_headers=include_headers), row
 
 
 async def messages_by_ids(conn: asyncpg.Connection, identity_ids: list[str],

@@ -55,7 +55,8 @@ from shared.mail.spam import SPAM_SCORE, spam_signals
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
            "FIELD_CHARS",
-           "Triage", "TriageInput", "judged_text", "input_of", "triage", "save_triage", "triage_of", "categories_of"]
+           "Triage", "TriageInput", "judged_text", "input_of", "triage", "save_triage", "triage_of",
+           "categories_of", "TRIAGE_COLUMN", "triage_from"]
 
 #: Every category, and what it holds. ``mail_search``'s ``category:`` accepts exactly these.
 CATEGORIES: dict[str, str] = {
@@ -328,6 +329,22 @@ async def save_triage(conn: asyncpg.Connection, identity_id: str,
              automated = excluded.automated""",
         [(mid, identity_id, t.category, t.urgency, t.risk_flags, t.automated)
          for mid, t in results])
+
+
+#: :func:`triage_of` of one message as a column of a query on ``messages m`` (an anonymous
+#: record, NULL when untriaged); :func:`triage_from` reads it. It lets a message and its
+#: derived data come back in one round trip (``shared.mail.reading.read_message``).
+TRIAGE_COLUMN = """(SELECT ROW(t.category, t.urgency, t.risk_flags, t.automated)
+    FROM message_triage t WHERE t.message_id = m.id) AS triage"""
+
+
+def triage_from(value: tuple | None) -> Triage | None:
+    """The :class:`Triage` of a :data:`TRIAGE_COLUMN` value."""
+    if value is None:
+        return None
+    category, urgency, risk_flags, automated = value
+    return Triage(category=category, urgency=urgency, risk_flags=list(risk_flags),
+                  automated=automated)
 
 
 async def triage_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str, Triage]:

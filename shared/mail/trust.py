@@ -55,7 +55,7 @@ from shared.tenancy.store import identity_addresses
 
 __all__ = ["FLAGS", "VERDICTS", "Trust", "TrustPolicy", "Authentication", "Correspondence",
            "authenticate", "authentication_from", "judge", "correspondence_of", "assess",
-           "save_trust", "trust_of", "checked_dkim", "rejudge"]
+           "save_trust", "trust_of", "checked_dkim", "rejudge", "TRUST_COLUMN", "trust_from"]
 
 #: Verdicts, and what each means.
 VERDICTS: dict[str, str] = {
@@ -239,6 +239,20 @@ async def save_trust(conn: asyncpg.Connection, identity_id: str,
              details = excluded.details""",
         [(mid, identity_id, t.verdict, t.known_sender, t.flags, details)
          for mid, t, details in rows])
+
+
+#: :func:`trust_of` of one message as a column of a query on ``messages m`` (an anonymous
+#: record, NULL when none is stored); :func:`trust_from` reads it.
+TRUST_COLUMN = """(SELECT ROW(t.verdict, t.known_sender, t.flags)
+    FROM message_trust t WHERE t.message_id = m.id) AS trust"""
+
+
+def trust_from(value: tuple | None) -> Trust | None:
+    """The :class:`Trust` of a :data:`TRUST_COLUMN` value."""
+    if value is None:
+        return None
+    verdict, known_sender, flags = value
+    return Trust(verdict=verdict, known_sender=known_sender, flags=list(flags))
 
 
 async def trust_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str, Trust]:

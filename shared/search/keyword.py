@@ -187,9 +187,10 @@ def narrowed(where: str, loose: str | None, params: list[Any]) -> str:
 @contextlib.asynccontextmanager
 async def _planned(conn: asyncpg.Connection) -> AsyncIterator[None]:
     async with conn.transaction():
-        await conn.execute("SET LOCAL enable_seqscan = off")
-        # a generic plan would keep "numnode(q) = 0 OR tsv @@ q" unfolded, and never use GIN
-        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        # a generic plan would keep "numnode(q) = 0 OR tsv @@ q" unfolded, and never use GIN;
+        # both settings in one round trip (a simple query may hold several statements)
+        await conn.execute("SET LOCAL enable_seqscan = off;"
+                           " SET LOCAL plan_cache_mode = force_custom_plan")
         yield
 
 

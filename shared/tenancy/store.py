@@ -25,7 +25,7 @@ __all__ = [
     "set_partner_status", "list_partners", "create_tenant", "get_tenant", "resolve_tenant",
     "set_tenant_policy", "create_identity", "resolve_identity", "list_identities",
     "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
-    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "address_domains",
+    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "STANDING_COLUMNS", "address_domains",
     "set_agentic_limits", "AGENTIC_STEPS", "AGENTIC_SECONDS",
 ]
 
@@ -386,6 +386,14 @@ async def identity_addresses(conn: asyncpg.Connection, identity_id: str) -> set[
     rows = await conn.fetch(
         "SELECT address FROM identity_addresses WHERE identity_id = $1", identity_id)
     return {r["address"] for r in rows}
+
+
+#: :func:`key_standing` as two columns of a query on ``api_keys k`` (``partner_status``,
+#: ``tenant_mode``), so that authentication reads a key and its standing in one round trip.
+STANDING_COLUMNS = """(SELECT p.status FROM partners p
+        WHERE p.id = coalesce(k.partner_id, (SELECT t.partner_id FROM tenants t
+                                             WHERE t.id = k.tenant_id))) AS partner_status,
+    (SELECT t.mode FROM tenants t WHERE t.id = k.tenant_id) AS tenant_mode"""
 
 
 async def key_standing(conn: asyncpg.Connection, *, partner_id: str | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError
-from shared.mail.reading import annotate, budget_message
+from shared.mail.reading import annotate, budget_message, read_message
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_message
 from shared.outbound.model import Delivery
@@ -52,18 +52,24 @@ async def run(ctx: ToolContext, args: GetMessageArgs) -> MessageResult:
     """
     async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
-        # One snapshot: a delivery that settles meanwhile changes the message's status and its
-        # delivery together, and the result shows both before or both after.
-        async with conn.transaction(isolation="repeatable_read", readonly=True):
-            record = await get_message(conn, identity.id, args.message_id,
-                                       include_text=args.include_quoted,
-                                       include_headers=args.include_headers)
-            delivery = None
-            if record is not None:
-                await annotate(conn, [record])
-                await with_text_status(conn, [record])
-                if record.direction == "outbound":
+        # Received mail: the message and what ingest derived of it in one statement (one
+        # snapshot), no transaction to open and close (issue 14: round trips are the cost).
+        record = await read_message(conn, identity.id, args.message_id,
+                                    include_text=args.include_quoted,
+                                    include_headers=args.include_headers)
+        delivery = None
+        if record is not None and record.direction == "outbound":
+            # One snapshot: a delivery that settles meanwhile changes the message's status and
+            # its delivery together, and the result shows both before or both after.
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                record = await get_message(conn, identity.id, args.message_id,
+                                           include_text=args.include_quoted,
+                                           include_headers=args.include_headers)
+                if record is not None:
+                    await annotate(conn, [record])
                     delivery = await delivery_of(conn, record.id)
+        if record is not None:
+            await with_text_status(conn, [record])
     if record is None:
         raise PylotaError(ErrorCode.MESSAGE_NOT_FOUND, f"No message {args.message_id} in this identity.",
                           fix="Use a message_id returned by mail_search or mail_get_thread.")
