@@ -60,7 +60,8 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
     await conn.execute("SET synchronous_commit = off")
     try:
         return await _import(conn, redis, identity_id, paths, mboxrd=mboxrd,
-                             on_message=on_message, trust_policy=trust_policy)
+                             on_message=on_message, trust_policy=trust_policy,
+                             namespace=namespace)
     finally:
         if not conn.is_closed():
             await conn.execute("RESET synchronous_commit")
@@ -68,7 +69,7 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
 
 async def _import(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                   paths: Iterable[Path], *, mboxrd: bool, on_message: Callable[[], None] | None,
-                  trust_policy: TrustPolicy) -> ImportSummary:
+                  trust_policy: TrustPolicy, namespace: str | None) -> ImportSummary:
     summary = ImportSummary()
     for item in iter_sources(list(paths), mboxrd=mboxrd):
         if on_message is not None:
