@@ -540,8 +540,9 @@ def signing_keys_rotate(purpose: str, as_json: bool) -> None:
 def reindex(identity: str | None, as_json: bool) -> None:
     """Derive references (ref:, custom:), trust (verdict, known sender, flags) and triage
     (category, urgency, risk flags) again for stored mail: after `pylota migrate` adds them to an
-    existing database, after `tenants set-pattern`, or after an upgrade changes the rules.
-    Messages stay as they are."""
+    existing database, after `tenants set-pattern`, or after an upgrade changes the rules; and
+    queue for text extraction the attachments of mail stored before attachment text existed
+    (the batch workers extract them). Messages stay as they are."""
 
     async def work(settings: Settings) -> Reindexed:
         conn = await connect(settings.database_url)
@@ -555,5 +556,6 @@ def reindex(identity: str | None, as_json: bool) -> None:
 
     done = run(work)
     emit(done, as_json, f"read {done.messages} message(s): {done.recategorised} with a new "
-                         f"category, {done.new_references} new reference(s)")
+                         f"category, {done.new_references} new reference(s), "
+                         f"{done.attachments_queued} attachment(s) queued for text extraction")
 

@@ -49,7 +49,8 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
             found = await tenancy.resolve_identity(conn, identity)
             summary = await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
                                          on_message=lambda: bar.update(1),
-                                         trust_policy=TrustPolicy.from_settings(settings))
+                                         trust_policy=TrustPolicy.from_settings(settings),
+                                         namespace=settings.pm_namespace)
             bar.close()
             model = model_name(settings.pm_embedder)
             embedding = None

@@ -252,9 +252,10 @@ class _Handler:
     """aiosmtpd handler: the RCPT and DATA rungs of the module docstring."""
 
     def __init__(self, pool: Database, redis: Redis | None, *, authserv_id: str,
-                 resolver: Resolver, trust_policy: TrustPolicy) -> None:
+                 resolver: Resolver, trust_policy: TrustPolicy, namespace: str) -> None:
         self.pool = pool
         self.redis = redis
+        self.namespace = namespace
         self.authserv_id = authserv_id
         self.resolver = resolver
         self.trust_policy = trust_policy
@@ -293,7 +294,8 @@ class _Handler:
             for identity_id in identities:
                 async with self.pool.acquire() as conn:
                     outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored,
-                                                  original=raw, trust_policy=self.trust_policy)
+                                                  original=raw, trust_policy=self.trust_policy,
+                                                  namespace=self.namespace)
                     bounced = await absorb_report(conn, identity_id, stored)
                 log.info("smtp_received", identity_id=identity_id, message_id=outcome.message_id,
                          duplicate=outcome.duplicate, bounces=bounced)
@@ -319,7 +321,8 @@ async def smtp_listener(settings: Settings, pool: Database, redis: Redis | None,
     trusted = TrustPolicy.from_settings(settings).trusted_authserv_ids | {authserv_id.lower()}
     handler = _Handler(pool, redis, authserv_id=authserv_id,
                        resolver=resolver if resolver is not None else _SYSTEM,
-                       trust_policy=TrustPolicy(trusted_authserv_ids=trusted))
+                       trust_policy=TrustPolicy(trusted_authserv_ids=trusted),
+                       namespace=settings.pm_namespace)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: SMTP(handler, data_size_limit=settings.pm_smtp_max_message_bytes,

@@ -19,7 +19,7 @@ __all__ = [
     "JOB_MAIL_WAIT", "JOB_EMBED", "JOB_DEEP_SEARCH", "Queue", "queue_name", "interactive_queue", "batch_queue",
     "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
     "publish_new_mail", "publish_job_event",
-    "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "wake_key", "wake_drain", "ran_key", "drain_owner_key",
+    "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "JOB_EXTRACT", "wake_key", "wake_drain", "ran_key", "drain_owner_key",
 ]
 
 #: arq function name of the mail_wait job (registered with ``func(name=…)``, never inferred).
@@ -30,6 +30,8 @@ JOB_EMBED = "embed_pending"
 JOB_DELIVER = "deliver_outbound"
 #: arq function name of the batch job that deletes the send tools' expired idempotency keys.
 JOB_PURGE_SEND_KEYS = "purge_send_keys"
+#: arq function name of the batch job that extracts the text of queued attachments.
+JOB_EXTRACT = "extract_attachments"
 #: arq function name of the mail_deep_search job.
 JOB_DEEP_SEARCH = "mail_deep_search"
 #: Entries :func:`wake_drain` keeps in the wake list at most (it only needs to be non-empty).

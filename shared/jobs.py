@@ -30,8 +30,10 @@ from shared.db import Database
 from shared.deepsearch import Backend, DeepSearchRequest, DeepSearchResult, deep_search
 from shared.embeddings.embedder import Embedder
 from shared.embeddings.store import embed_pending
-from shared.events import (JOB_DEEP_SEARCH, JOB_DELIVER, JOB_EMBED, JOB_MAIL_WAIT,
+from shared.events import (JOB_DEEP_SEARCH, JOB_DELIVER, JOB_EMBED, JOB_EXTRACT, JOB_MAIL_WAIT,
                            JOB_PURGE_SEND_KEYS, NewMail, Queue, ran_key)
+from shared.extract.limits import WALL_SECONDS
+from shared.extract.store import extract_pending
 from shared.mail.waiting import WaitRequest, wait_for_message
 from shared.outbound.delivery import RelayConfig, deliver_due
 from shared.outbound.dkim_signing import DkimSigner
@@ -41,7 +43,8 @@ from shared.search.semantic import SemanticEngine
 from shared.tenancy.store import AGENTIC_SECONDS
 
 __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
-           "DEADLINE_GRACE_SECONDS", "DELIVER_RUN_MESSAGES", "PURGE_EVERY_SECONDS"]
+           "DEADLINE_GRACE_SECONDS", "DELIVER_RUN_MESSAGES", "PURGE_EVERY_SECONDS",
+           "EXTRACT_RUN_FILES"]
 
 #: Seconds past a call job's own seconds before the runner ends it as too slow; arq's timeout is
 #: a job's deadline plus twice this, and a front gives up on a started job after its seconds
@@ -53,6 +56,10 @@ EMBED_RUN_MESSAGES = 1_000
 #: Messages one delivery drain run tries at most, so a run ends and the next one (and the
 #: other batch jobs) get their turn.
 DELIVER_RUN_MESSAGES = 50
+#: Attachments one extraction drain run reads at most: each takes a sandbox's start-up (a
+#: fraction of a second) and at most ``WALL_SECONDS``, so a run of hostile files ends within
+#: half an hour, and the next run (and the other batch jobs, one at a time) get their turn.
+EXTRACT_RUN_FILES = 50
 #: Seconds between two purges of expired idempotency keys (``shared.outbound.idempotency``
 #: keeps keys 24 hours; purging hourly is plenty).
 PURGE_EVERY_SECONDS = 3600
@@ -125,6 +132,11 @@ async def _deliver(env: JobEnv) -> int:
                              limit=DELIVER_RUN_MESSAGES, lease_seconds=lease if lease > 0 else None)
 
 
+async def _extract(env: JobEnv) -> int:
+    # The sandbox, one file at a time, never in the front or the importer (shared.extract).
+    return await extract_pending(env.db, limit=EXTRACT_RUN_FILES)
+
+
 async def _purge_send_keys(env: JobEnv) -> int:
     # Ticks come every few seconds; the marker key lets one purge an hour through, whichever
     # batch worker takes the tick.
@@ -144,6 +156,10 @@ JOBS: tuple[JobSpec, ...] = (
     # One run tries DELIVER_RUN_MESSAGES, each bounded by three relay timeouts (1.5 min by
     # default); a run cut short leaves its message to the lease, and the next run goes on.
     JobSpec(name=JOB_DELIVER, queue="batch", run=_deliver, deadline_seconds=1800.0),
+    # A run reads EXTRACT_RUN_FILES, each killed after WALL_SECONDS; a worker killed mid-file
+    # leaves that file claimable again (shared.extract.store).
+    JobSpec(name=JOB_EXTRACT, queue="batch", run=_extract,
+            deadline_seconds=EXTRACT_RUN_FILES * (WALL_SECONDS + 5)),
     JobSpec(name=JOB_PURGE_SEND_KEYS, queue="batch", run=_purge_send_keys,
             deadline_seconds=600.0),
     # mail_deep_search runs at most 30 s (spec section 7); each call's own seconds are its

@@ -27,6 +27,7 @@ OWNERS = {
     "api_keys": "shared/auth/keys.py",
     "threads": "shared/mail/store.py",
     "thread_refs": "shared/mail/store.py",
+    "thread_aliases": "shared/mail/store.py",
     "messages": "shared/mail/store.py",
     "raw_messages": "shared/mail/store.py",
     "attachments": "shared/mail/store.py",
@@ -50,8 +51,8 @@ OWNERS = {
 }
 #: The named exception: the search read path may read these tables (never write them).
 SEARCH_READERS = ("shared/search/", "shared/embeddings/")
-SEARCH_READS = {"messages", "attachments", "threads", "message_refs", "message_triage",
-                "message_embeddings"}
+SEARCH_READS = {"messages", "attachments", "threads", "thread_aliases", "message_refs",
+                "message_triage", "message_embeddings", "attachment_texts"}
 
 # SQL keywords are written in capitals here, which tells SQL from prose ("come from tenants").
 _SQL = re.compile(r"\b(FROM|JOIN|INTO|UPDATE|TABLE)\s+([a-z_]+)\b")

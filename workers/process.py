@@ -25,6 +25,8 @@ Beside the arq worker, two small tasks run:
 
 The batch queue's :class:`~shared.jobs.JobEnv` also holds the DKIM signer, built once at
 start-up from ``PM_DKIM_*``; a key that cannot sign stops the worker there, naming the variable.
+A batch worker also queues, once at start-up, the attachments of mail stored before attachment
+text existed, for the extraction drain (``JOB_EXTRACT``) to read.
 
 Arguments are never logged: arq's logger is held at WARNING (it prints job arguments at INFO).
 """
@@ -52,6 +54,7 @@ from shared.db import Database, open_database
 from shared.deepsearch import backend_for
 from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
 from shared.errors import dependency_failure
+from shared.extract.store import queue_missing
 from shared.events import (NewMail, Queue, drain_owner_key, new_mail_channel, queue_name,
                            wake_key, workers_key)
 from shared.jobs import JOBS, JobEnv
@@ -184,6 +187,22 @@ async def _warm(db: Database, engine: SemanticEngine) -> None:
         log.warning("warm_up_postponed", error=type(exc).__name__)
 
 
+async def _queue_missing_texts(db: Database) -> None:
+    """Queue for text extraction the attachments of mail stored before attachment text existed
+    (``shared.extract.store.queue_missing``); the extraction drain then reads them. PostgreSQL
+    being down only postpones it to ``pylota reindex`` or the next start."""
+    try:
+        async with db.acquire() as conn:
+            queued = await queue_missing(conn)
+    except Exception as exc:  # noqa: BLE001 - a dependency down: the next start queues them
+        if dependency_failure(exc) is None:
+            raise
+        log.warning("attachment_texts_not_queued", error=type(exc).__name__)
+        return
+    if queued:
+        log.info("attachment_texts_queued", attachments=queued)
+
+
 async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
     # First, before anything is opened: a DKIM key that cannot sign stops start-up.
     dkim = DkimSigner.from_settings(settings) if queue == "batch" else None
@@ -202,6 +221,8 @@ async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
         except EmbedderUnavailable as exc:
             # Messages stay queued; semantic search reports degraded until a worker can embed.
             log.error("embedder_unavailable", reason=str(exc))
+    if queue == "batch":
+        await _queue_missing_texts(db)
     engine = engine_for(settings)
     if queue == "interactive":  # deep search runs here
         await _warm(db, engine)

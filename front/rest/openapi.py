@@ -57,6 +57,10 @@ def _operation(route: RestRoute, spec: ToolSpec) -> dict[str, Any]:
         body["properties"] = free
         if needed := sorted(required - bound):
             body["required"] = needed
+        if any(bound & set(branch.get("required", ())) for branch in body.get("oneOf", ())):
+            del body["oneOf"]  # the path names the one (mail_update_labels' message or thread)
+        if route.method == "PATCH":
+            body["minProperties"] = 1  # a PATCH changes something (spec section 4.3)
         operation["requestBody"] = {"required": True,
                                     "content": {"application/json": {"schema": body}}}
     operation["parameters"] = parameters

@@ -17,6 +17,11 @@ that is still the latest (``attempts`` matches).
 
 The attachments themselves are read through ``shared.mail.store`` (``attachment_file``,
 ``attachment_identities``, ``message_attachment_ids``, ``all_attachment_ids``).
+
+The one exception to "no SQL on this table outside this module", as for ``messages``
+(``shared.mail.store``): the search read path (``shared.search``) reads ``tsv`` directly, inside
+its ranking and ``why`` statements, so that mail_search matches words in ready attachment text;
+it never writes the table.
 """
 
 from __future__ import annotations

@@ -40,13 +40,16 @@ class ImportSummary(msgspec.Struct, kw_only=True):
 async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                        paths: Iterable[Path], *, mboxrd: bool = True,
                        on_message: Callable[[], None] | None = None,
-                       trust_policy: TrustPolicy = TrustPolicy()) -> ImportSummary:
+                       trust_policy: TrustPolicy = TrustPolicy(),
+                       namespace: str | None = None) -> ImportSummary:
     """Import every message under ``paths`` into ``identity_id``.
 
     Args:
         mboxrd: unescape ``>From `` lines in mbox bodies (mboxrd); False reads them as is.
         on_message: called once per message read (stored or not), for a progress display.
         trust_policy: what ingest believes and verifies (``shared.mail.trust``).
+        namespace: the deployment's ``PM_NAMESPACE``, to wake the batch workers' attachment
+            text extraction as messages with attachments arrive (``shared.ingest.pipeline``).
     """
     summary = ImportSummary()
     for item in iter_sources(list(paths), mboxrd=mboxrd):
@@ -60,7 +63,7 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
             continue
         try:
             outcome, defects = await ingest_raw(conn, redis, identity_id, item.raw,
-                                                 trust_policy=trust_policy)
+                                                 trust_policy=trust_policy, namespace=namespace)
         except asyncpg.PostgresError as exc:
             # The server refused this message in a way ingest does not foresee; the rest
             # of the import goes on. A lost connection is not a PostgresError and stops it.

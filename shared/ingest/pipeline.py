@@ -1,10 +1,15 @@
 """One raw message in: parse, separate new text, authenticate, store and thread, judge trust,
-triage, index, announce.
+triage, index, queue its attachments for text extraction, announce.
 
 Used by ``pylota import``, the SMTP listener (``front.smtp``), and the send tools, which store the
 message they compose here before it is delivered (``shared.outbound.send``). Parsing never raises,
 so a message that parses badly is stored as far as it parses (its raw bytes always) with its
 defects; only a database failure stops an ingest.
+
+Attachment text is extracted later, on the batch workers (``shared.extract``): ingest only queues
+each stored attachment ``pending``, in the message's transaction, and then wakes the extraction
+drain (``JOB_EXTRACT``) when it has a Redis client and the deployment's namespace; without them
+the drain ticker finds the rows within ``PM_EMBED_POLL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared.embeddings.store import enqueue
-from shared.events import NewMail, publish_new_mail
+from shared.events import JOB_EXTRACT, NewMail, publish_new_mail, wake_drain
+from shared.extract.store import queue as queue_attachment_texts
 from shared.logs import get_logger
 from shared.mail.parse import parse_message, unparsed
 from shared.mail.patterns import identity_patterns
 from shared.mail.quotes import new_text, snippet
 from shared.mail.refs import extract_refs, save_refs
-from shared.mail.store import StoreOutcome, insert_message
+from shared.mail.store import StoreOutcome, insert_message, message_attachment_ids
 from shared.mail.triage import input_of, save_triage, triage
 from shared.mail.trust import TrustPolicy, assess, authenticate
 
@@ -43,7 +49,7 @@ async def _index(conn: asyncpg.Connection, identity_id: str, message_id: str, su
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                      raw: bytes, *, queued: bool = False, original: bytes | None = None,
-                     trust_policy: TrustPolicy = TrustPolicy()
+                     trust_policy: TrustPolicy = TrustPolicy(), namespace: str | None = None
                      ) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
 
@@ -54,6 +60,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     ``trust_policy`` says which Authentication-Results to believe and how DKIM keys are looked
     up (``shared.mail.trust``); the default believes none and verifies nothing, so every verdict
     is ``none``. DKIM lookups happen before the message's transaction opens.
+    ``namespace`` (``PM_NAMESPACE``) lets ingest wake the batch workers' extraction drain when
+    the message has attachments (module docstring); None leaves them to the drain ticker.
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -81,6 +89,12 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             fresh, defects = "", [*defects, *parsed.defects]
             outcome = await insert_message(conn, identity_id, parsed, raw, new_text="",
                                            snippet="", status="unparsed", dedupe_raw=original)
+        queued = 0
+        if not outcome.duplicate and parsed.attachments:
+            # Every stored attachment, whatever its type: the worker decides what it reads, and
+            # an unread type ends "skipped" rather than never leaving "pending".
+            attachment_ids = await message_attachment_ids(conn, identity_id, outcome.message_id)
+            queued = await queue_attachment_texts(conn, attachment_ids or [])
         if not outcome.duplicate:
             try:
                 async with conn.transaction():
@@ -104,4 +118,11 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             # The message is stored; only a live mail_wait misses it (losing Redis loses no mail).
             log.warning("new_mail_not_announced", identity_id=identity_id,
                         message_id=outcome.message_id)
+        if queued and namespace is not None:
+            try:
+                await wake_drain(redis, namespace, JOB_EXTRACT)
+            except RedisError:
+                # The rows are stored; the drain ticker finds them.
+                log.warning("extraction_not_woken", identity_id=identity_id,
+                            message_id=outcome.message_id)
     return outcome, defects

@@ -2,7 +2,8 @@
 
 :func:`reindex` derives references, trust and triage again for stored mail: for mail imported
 before a tenant added a ``custom:`` pattern, before trust or triage existed, or before their rules
-changed.
+changed. It also queues for text extraction every attachment that was never queued (mail stored
+before attachment text existed); the batch workers extract them (``shared.extract``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
+from shared.extract.store import queue_missing
 from shared.mail.patterns import identity_patterns
 from shared.mail.refs import TEXT_CHARS, count_refs, extract_refs, save_refs
 from shared.mail.store import stored_contents
@@ -26,12 +28,14 @@ _TRIAGE_BATCH = 500
 
 
 class Reindexed(msgspec.Struct, frozen=True, kw_only=True):
-    """How many messages a :func:`reindex` read, how many it gave another category, and how many
-    references it found that were not stored yet."""
+    """How many messages a :func:`reindex` read, how many it gave another category, how many
+    references it found that were not stored yet, and how many attachments it queued for text
+    extraction."""
 
     messages: int
     recategorised: int
     new_references: int
+    attachments_queued: int = 0
 
 
 async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
@@ -70,7 +74,9 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
         for idn, batch in pending.items():
             await _save(conn, idn, batch)
         added = await count_refs(conn, identity_id) - refs_before
-    return Reindexed(messages=count, recategorised=changed, new_references=added)
+        queued = await queue_missing(conn, identity_id)
+    return Reindexed(messages=count, recategorised=changed, new_references=added,
+                     attachments_queued=queued)
 
 
 async def _save(conn: asyncpg.Connection, identity_id: str,

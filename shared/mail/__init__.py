@@ -15,8 +15,8 @@ Where things happen:
 - ``quotes`` separates a message's new text from quoted history and its signature.
 - ``attachment_types`` gives each attachment the one kind that ``type:``, the facet and
   extraction use.
-- ``store`` owns the mail tables (messages, threads, thread_refs, raw_messages, attachments) and
-  their SQL; ``contacts`` owns the people a mailbox exchanges mail with.
+- ``store`` owns the mail tables (messages, threads, thread_refs, thread_aliases, raw_messages,
+  attachments) and their SQL, and is the one writer of labels and read state; ``contacts`` owns the people a mailbox exchanges mail with.
 - ``trust`` judges how far a sender can be believed and owns ``message_trust``: the verdict from
   the Authentication-Results a trusted server added (``auth_results``, RFC 8601) or from DKIM
   verified at ingest (``signatures``, dkimpy), whether the mailbox wrote to the sender, and

@@ -1,12 +1,15 @@
-"""Owner of the mail tables: ``messages``, ``threads``, ``thread_refs``, ``raw_messages`` and
-``attachments`` (``contacts`` belongs to ``shared.mail.contacts``, ``message_triage`` to
-``shared.mail.triage``).
+"""Owner of the mail tables: ``messages``, ``threads``, ``thread_refs``, ``thread_aliases``,
+``raw_messages`` and ``attachments`` (``contacts`` belongs to ``shared.mail.contacts``,
+``message_triage`` to ``shared.mail.triage``). Labels and read state are written here only
+(:func:`update_labels`, :func:`set_labels`).
 
 Threading (RFC 5322 section 3.6.4): every msg-id a message names (its own Message-ID, its
 References and In-Reply-To) is mapped to a thread in ``thread_refs``. A new message joins the
 thread(s) its ids already map to; when they map to several, those threads are merged into the
 oldest, which makes the result independent of arrival order (a reply imported before its parent,
-or two replies to a missing parent). Only a ``Re:``/``Fwd:`` message that carries neither
+or two replies to a missing parent). A merged thread's id becomes an alias of the thread it
+joined (``thread_aliases``), and every lookup by thread id here resolves it, so an id once
+returned keeps answering. Only a ``Re:``/``Fwd:`` message that carries neither
 In-Reply-To nor References falls back to the newest thread with the same subject; a message with
 headers never joins by subject, so two unrelated threads that share a subject stay apart.
 
@@ -14,27 +17,29 @@ Every write for one message happens under a per-identity transaction lock, so co
 of the same mailbox cannot race on thread_refs.
 
 The one exception to "no SQL on these tables outside this module": the search read path
-(``shared.search`` and the embedding index of ``shared.embeddings``) reads ``messages``,
-``attachments`` and ``threads`` directly for speed — ranking, facets and snippets are single
-statements that join the mail with the search tables — and never writes them.
+(``shared.search``, mail_list_threads' listing in ``shared.search.listing`` included, and the
+embedding index of ``shared.embeddings``) reads ``messages``, ``attachments``, ``threads`` and
+``thread_aliases`` directly for speed — ranking, filters, facets and snippets are single
+statements that join the mail with the search and triage tables — and never writes them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from typing import Literal
 
 import asyncpg
 import msgspec
 
+from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.mail.attachment_types import attachment_type
 from shared.mail.contacts import count_contacts
 from shared.mail.model import Address, ParsedMessage
 from shared.mail.records import (
-    AttachmentInfo, HeaderField, MessageRecord, ThreadRecord, ThreadSummary,
+    AttachmentInfo, HeaderField, LabelState, MessageRecord, ThreadHeader, ThreadRecord,
 )
 from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
 from shared.tenancy.store import identity_addresses
@@ -44,7 +49,8 @@ __all__ = ["StoreOutcome", "insert_message", "get_message", "get_thread", "threa
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
            "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels",
-           "stored_bytes", "received_since"]
+           "update_labels", "MAX_LABELS", "THREAD_LABELS_SHOWN", "stored_bytes",
+           "received_since"]
 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +62,12 @@ class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
     date: datetime
     duplicate: bool
     duplicate_reason: str | None = None
+
+
+#: The live thread of a thread id given as ``{}`` (an SQL parameter): the thread it was merged
+#: into when it is an alias, else the id itself.
+_LIVE_THREAD = ("coalesce((SELECT a.thread_id FROM thread_aliases a WHERE a.alias_id = {0}),"
+                " {0})")
 
 
 def _addresses(items: list[Address]) -> list[dict[str, str]]:
@@ -103,6 +115,13 @@ async def _choose_thread(conn: asyncpg.Connection, identity_id: str, parsed: Par
                            target, others)
         await conn.execute("UPDATE thread_refs SET thread_id = $1 WHERE thread_id = any($2::text[])",
                            target, others)
+        # The merged ids keep answering (thread_aliases): earlier aliases of them move along,
+        # so an alias always names a live thread and one lookup resolves it.
+        await conn.execute("UPDATE thread_aliases SET thread_id = $1"
+                           " WHERE thread_id = any($2::text[])", target, others)
+        await conn.execute(
+            "INSERT INTO thread_aliases (alias_id, identity_id, thread_id)"
+            " SELECT o, $2, $3 FROM unnest($1::text[]) AS o", others, identity_id, target)
         await conn.execute("DELETE FROM threads WHERE id = any($1::text[])", others)
     return target
 
@@ -281,15 +300,16 @@ async def messages_by_ids(conn: asyncpg.Connection, identity_ids: list[str],
 
 
 async def get_thread(conn: asyncpg.Connection, identity_id: str, thread_id: str
-                     ) -> ThreadSummary | None:
-    """The thread ``thread_id`` of ``identity_id`` without messages, or None."""
+                     ) -> ThreadHeader | None:
+    """The thread ``thread_id`` of ``identity_id`` without messages, or None. An id merged into
+    another thread gives that thread (``thread_aliases``)."""
     row = await conn.fetchrow(
-        "SELECT id, identity_id, subject, message_count, first_at, last_at FROM threads"
-        " WHERE id = $1 AND identity_id = $2", thread_id, identity_id)
-    return ThreadSummary(**dict(row)) if row else None
+        f"SELECT id, identity_id, subject, message_count, first_at, last_at FROM threads"
+        f" WHERE id = {_LIVE_THREAD.format('$1')} AND identity_id = $2", thread_id, identity_id)
+    return ThreadHeader(**dict(row)) if row else None
 
 
-async def thread_page(conn: asyncpg.Connection, thread: ThreadSummary, *, offset: int,
+async def thread_page(conn: asyncpg.Connection, thread: ThreadHeader, *, offset: int,
                       limit: int, include_text: bool) -> tuple[ThreadRecord, bool]:
     """Up to ``limit`` messages of ``thread`` from ``offset``, oldest first.
 
@@ -446,8 +466,8 @@ async def first_matching(conn: asyncpg.Connection, identity_id: str, wanted: Mes
             clauses.append(f"m.from_address = {bind(sender)}")
     if wanted.subject_contains:
         clauses.append(f"strpos(lower(m.subject), {bind(wanted.subject_contains.lower())}) > 0")
-    if wanted.thread_id:
-        clauses.append(f"m.thread_id = {bind(wanted.thread_id)}")
+    if wanted.thread_id:  # resolved on each look: the thread may merge during the wait
+        clauses.append(f"m.thread_id = {_LIVE_THREAD.format(bind(wanted.thread_id))}")
     if wanted.replies_only:
         clauses.append('cardinality(m.in_reply_to) + cardinality(m."references") > 0')
     if received_since is not None:
@@ -536,6 +556,76 @@ async def set_labels(conn: asyncpg.Connection, message_id: str, labels: list[str
     """Replace the labels of ``message_id`` (the send tools' ``labels``, on the message they
     just stored)."""
     await conn.execute("UPDATE messages SET labels = $2 WHERE id = $1", message_id, labels)
+
+
+#: Most labels one message holds (mail_update_labels adds at most 64 in a call, as the send
+#: tools' ``labels`` do; a message keeps no more, so its labels always fit a result).
+MAX_LABELS = 64
+#: Labels of a thread shown (the union of its messages'); ``labels_truncated`` says when more.
+THREAD_LABELS_SHOWN = 64
+
+
+async def update_labels(conn: asyncpg.Connection, identity_id: str, *, message_id: str | None = None,
+                        thread_id: str | None = None, add: Sequence[str] = (),
+                        remove: Sequence[str] = (), read: bool | None = None
+                        ) -> LabelState | None:
+    """Add ``add`` and remove ``remove`` from the labels of one message (``message_id``) or of
+    every message of a thread (``thread_id``, an alias of a merged thread included), and set
+    ``read`` on them when it is not None: the one writer of labels and read state
+    (mail_update_labels, spec section 4.3). Labels keep the order they were added in; one
+    already there is not added twice. Search (``label:``, ``is:unread``, the label facet) and
+    mail_list_threads read the same columns, so the change shows at once. Only messages that
+    change are written (a write re-derives a row's full-text vector).
+
+    Returns:
+        The message's ``{id, labels, read}``, or the thread's (its live id, the union of its
+        messages' labels sorted, cut to :data:`THREAD_LABELS_SHOWN`; ``read`` when every
+        message is); None when the identity has no such message or thread.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``labels_add``) when a message would hold more
+            than :data:`MAX_LABELS` labels; nothing is changed then.
+    """
+    assert (message_id is None) != (thread_id is None)
+    async with conn.transaction():
+        # The lock insert_message takes: a thread cannot merge or grow under this update.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
+        if thread_id is not None:
+            target = await conn.fetchval(
+                f"SELECT id FROM threads WHERE id = {_LIVE_THREAD.format('$1')}"
+                " AND identity_id = $2", thread_id, identity_id)
+            scope = "m.thread_id = $1"
+        else:
+            target = await conn.fetchval(
+                "SELECT id FROM messages WHERE id = $1 AND identity_id = $2",
+                message_id, identity_id)
+            scope = "m.id = $1"
+        if target is None:
+            return None
+        new_labels = ("ARRAY(SELECT l FROM unnest(m.labels || $2::text[]) WITH ORDINALITY u(l, n)"
+                      " WHERE l <> ALL($3::text[]) GROUP BY l ORDER BY min(n))")
+        await conn.execute(
+            f"UPDATE messages m SET labels = {new_labels}, read = coalesce($4, m.read)"
+            f" WHERE {scope} AND ({new_labels} IS DISTINCT FROM m.labels"
+            "  OR m.read IS DISTINCT FROM coalesce($4, m.read))",
+            target, list(add), list(remove), read)
+        state = await conn.fetchrow(
+            "SELECT coalesce((SELECT array_agg(DISTINCT l ORDER BY l) FROM messages m,"
+            f"  unnest(m.labels) l WHERE {scope}), '{{}}') AS labels,"
+            f" bool_and(m.read) AS read, max(cardinality(m.labels)) AS most"
+            f" FROM messages m WHERE {scope}", target)
+        if (state["most"] or 0) > MAX_LABELS:
+            raise PylotaError(ErrorCode.INVALID_REQUEST,
+                              f"A message holds at most {MAX_LABELS} labels.",
+                              fix="Remove labels with labels_remove (in the same call or first), "
+                                  "or add fewer.", details={"path": "labels_add"})
+        if message_id is not None:
+            row = await conn.fetchrow("SELECT labels, read FROM messages WHERE id = $1", target)
+            return LabelState(id=target, labels=list(row["labels"]), read=row["read"])
+    labels = list(state["labels"])
+    cut = len(labels) > THREAD_LABELS_SHOWN
+    return LabelState(id=target, labels=labels[:THREAD_LABELS_SHOWN], read=bool(state["read"]),
+                      labels_truncated=cut, truncated=cut)
 
 
 async def stored_bytes(conn: asyncpg.Connection, identity_ids: list[str]) -> int:

@@ -36,7 +36,8 @@ from shared.search.compile import compile_query
 from shared.search.query import And, Node, Or, Phrase, Term, render
 
 __all__ = ["Filters", "Ranked", "RawHit", "FacetCount", "Facets", "Scope", "where_sql",
-           "loose_where_sql", "keyword_ranked", "hit_details", "facets", "matched_clauses"]
+           "loose_where_sql", "keyword_ranked", "hit_details", "facets", "matched_clauses",
+           "matched_attachments"]
 
 #: Newest matching messages a query with words ranks; later pages end there.
 RANK_CANDIDATES = 500
@@ -144,7 +145,8 @@ def loose_where_sql(scope: Scope, root: Node | None, filters: Filters) -> str | 
 def _where(scope: Scope, root: Node | None, filters: Filters, *, loose: bool
            ) -> tuple[str, list[Any], list[str], bool]:
     params: list[Any] = [scope.identity_ids, scope.as_of]
-    cond, compiled = compile_query(root, first=3, time_zone=scope.time_zone, loose=loose)
+    cond, compiled = compile_query(root, first=3, time_zone=scope.time_zone, loose=loose,
+                                   identities="$1::text[]")
     # One identity (the usual case) as an equality, so "newest first" can walk the
     # (identity_id, date) index instead of sorting every message of the mailbox. In the loose
     # form, no btree index may serve the identity (``|| ''``): the planner would read the
@@ -335,6 +337,27 @@ async def matched_clauses(conn: asyncpg.Connection, message_ids: list[str], root
     rendered = [render(c) for c in clauses]
     found = {r["id"]: [rendered[n] for n in range(len(clauses)) if r[f"c{n}"]] for r in rows}
     return {i: found.get(i, []) for i in message_ids}
+
+
+async def matched_attachments(conn: asyncpg.Connection, message_ids: list[str], root: Node | None
+                              ) -> dict[str, list[str]]:
+    """For each message that has some, the ids of its attachments (in part order) whose ready
+    text holds a word or phrase of ``root`` outside any exclusion: what ``why`` points the
+    caller to (mail_get_attachment_text). Messages without such attachments are absent."""
+    texts = [t for text in _positive_texts(root)
+             for t in ([text, text.replace("-", " ")] if "-" in text else [text])]
+    if not message_ids or not texts:
+        return {}
+    tsq = " || ".join(f"phraseto_tsquery('en_unaccent', ${n})" for n in range(2, len(texts) + 2))
+    rows = await conn.fetch(
+        f"""SELECT a.message_id, a.id FROM attachments a
+            JOIN attachment_texts x ON x.attachment_id = a.id
+            WHERE a.message_id = any($1::text[]) AND numnode({tsq}) > 0 AND x.tsv @@ ({tsq})
+            ORDER BY a.message_id, a.part_index""", message_ids, *texts)
+    found: dict[str, list[str]] = {}
+    for r in rows:
+        found.setdefault(r["message_id"], []).append(r["id"])
+    return found
 
 
 async def facets(conn: asyncpg.Connection, where: str, params: list[Any], time_zone: str, *,

@@ -11,6 +11,7 @@ from shared.mail.store import get_message
 from shared.outbound.model import Delivery
 from shared.outbound.outbox import delivery_of
 from shared.tools.arguments import IdentityRef, MessageId
+from shared.tools.attachments import with_text_status
 from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
 
@@ -60,6 +61,7 @@ async def run(ctx: ToolContext, args: GetMessageArgs) -> MessageResult:
             delivery = None
             if record is not None:
                 await annotate(conn, [record])
+                await with_text_status(conn, [record])
                 if record.direction == "outbound":
                     delivery = await delivery_of(conn, record.id)
     if record is None:

@@ -25,8 +25,10 @@ from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel, Permission
 from shared.outbound.model import ForwardRequest, ReplyRequest, SendRequest
 from shared.ratelimit import Bucket
-from shared.tools import (contacts, deep_search, identities, messages, related, search,
-                          sending, sign_assertion, sign_http_request, threads, usage, wait)
+from shared.tools import (attachments, contacts, deep_search, identities, messages, related,
+                          search, sending, sign_assertion, sign_http_request, threads, usage,
+                          wait)
+from shared.tools import labels
 from shared.tools.schema import input_schema, output_schema
 
 __all__ = ["Annotations", "READ_ONLY", "SIGNING", "SENDING", "ALL_LEVELS", "WORKSPACE_LEVELS",
@@ -91,6 +93,9 @@ TOOLS: tuple[ToolSpec, ...] = (
              description=identities.DESCRIPTION, args=identities.ListIdentitiesArgs,
              result=identities.ListIdentitiesResult, permission=Permission.IDENTITIES_READ,
              annotations=READ_ONLY, handler=identities.run),
+    ToolSpec(name="mail_list_threads", title="List threads", description=threads.LIST_DESCRIPTION,
+             args=threads.ListThreadsArgs, result=threads.ListThreadsResult,
+             permission=Permission.MESSAGES_READ, annotations=READ_ONLY, handler=threads.run_list),
     ToolSpec(name="mail_search", title="Search mail", description=search.DESCRIPTION,
              args=search.SearchArgs, result=search.SearchResult,
              permission=Permission.SEARCH_READ, annotations=READ_ONLY, bucket="RL_SEARCH",
@@ -101,6 +106,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="mail_get_message", title="Read a message", description=messages.DESCRIPTION,
              args=messages.GetMessageArgs, result=messages.MessageResult,
              permission=Permission.MESSAGES_READ, annotations=READ_ONLY, handler=messages.run),
+    ToolSpec(name="mail_get_attachment_text", title="Read attachment text",
+             description=attachments.DESCRIPTION, args=attachments.GetAttachmentTextArgs,
+             result=attachments.AttachmentTextResult, permission=Permission.MESSAGES_READ,
+             annotations=READ_ONLY, handler=attachments.run),
     ToolSpec(name="mail_find_related", title="Find related messages",
              description=related.DESCRIPTION, args=related.FindRelatedArgs,
              result=related.FindRelatedResult, permission=Permission.SEARCH_READ,
@@ -141,6 +150,13 @@ TOOLS: tuple[ToolSpec, ...] = (
              result=deep_search.DeepSearchResult, permission=Permission.SEARCH_READ,
              annotations=READ_ONLY, bucket="RL_AGENTIC", runs_on="worker",
              handler=deep_search.run),
+    # Labels and read state: a write that destroys nothing (a removed label can be added back),
+    # and the same call twice leaves the same state.
+    ToolSpec(name="mail_update_labels", title="Label or mark mail", description=labels.DESCRIPTION,
+             args=labels.UpdateLabelsArgs, result=labels.LabelState,
+             permission=Permission.MESSAGES_WRITE, input_extra=labels.INPUT_EXTRA,
+             annotations=Annotations(read_only=False, destructive=False, idempotent=True,
+                                     open_world=False), handler=labels.run),
 )
 
 

@@ -73,11 +73,15 @@ class SearchArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class Why(msgspec.Struct, kw_only=True):
     """Why a message is a hit: the clauses of the query it satisfies (top-level terms and the
-    alternatives of a top-level OR, in the query language), and its cosine similarity to the
-    query's words (null when semantic matching did not take part)."""
+    alternatives of a top-level OR, in the query language; a word matches the message's own text
+    or the extracted text of one of its attachments), its cosine similarity to the query's words
+    (null when semantic matching did not take part), and ``attachments``: the ids of its
+    attachments whose text holds the query's words, to read with mail_get_attachment_text
+    (empty when the words are in the message itself only)."""
 
     matched: list[str]
     semantic_score: float | None = None
+    attachments: list[str] = []
 
 
 class SearchHit(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -168,7 +172,8 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
             subject=h.subject, from_=h.from_, date=h.date, snippet=snippet,
             snippet_truncated=snippet_cut, score=h.score,
             why=Why(matched=outcome.matched.get(h.message_id, []),
-                    semantic_score=h.semantic_score),
+                    semantic_score=h.semantic_score,
+                    attachments=outcome.in_attachments.get(h.message_id, [])),
             thread_hits=h.thread_hits if args.group_by == "thread" else None))
     result = SearchResult(
         query=rendered, hits=hits, facets=outcome.facets, next_cursor=None, truncated=False,

@@ -73,13 +73,24 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
     message_id, thread_id = await conn.fetchrow(
         "SELECT id, thread_id FROM messages WHERE identity_id = $1 ORDER BY id LIMIT 1", idn)
     since = (datetime.now(timezone.utc) - timedelta(days=1)).isoformat()
+    with_file, attachment_id = await conn.fetchrow(
+        "SELECT message_id, id FROM attachments ORDER BY id LIMIT 1")
     cases: dict[str, tuple[dict[str, Any], str, str, dict[str, Any]]] = {
         "mail_list_identities": ({"limit": 5}, "GET", "/v1/identities", {"limit": 5}),
+        "mail_list_threads": ({"needs_reply_gte": 0.5, "limit": 3}, "GET",
+                              f"/v1/identities/{idn}/threads",
+                              {"needs_reply_gte": "0.5", "limit": "3"}),
+        "mail_update_labels": ({"message_id": message_id, "labels_add": ["handled"],
+                                "read": True}, "PATCH", f"/v1/messages/{message_id}",
+                               {"labels_add": ["handled"], "read": True}),
         "mail_search": ({"q": "invoice", "mode": "keyword"}, "POST",
                         f"/v1/identities/{idn}/search", {"q": "invoice", "mode": "keyword"}),
         "mail_get_thread": ({"thread_id": thread_id}, "GET", f"/v1/threads/{thread_id}", {}),
         "mail_get_message": ({"message_id": message_id, "include_headers": True}, "GET",
                              f"/v1/messages/{message_id}", {"include_headers": "true"}),
+        "mail_get_attachment_text": (
+            {"message_id": with_file, "attachment_id": attachment_id, "pages": "1-2"}, "GET",
+            f"/v1/messages/{with_file}/attachments/{attachment_id}/text", {"pages": "1-2"}),
         "mail_find_related": ({"message_id": message_id, "limit": 3}, "GET",
                               f"/v1/messages/{message_id}/related", {"limit": "3"}),
         "mail_search_contacts": ({"q": "bright"}, "GET", f"/v1/identities/{idn}/contacts",
@@ -120,7 +131,7 @@ async def test_every_tool_returns_the_same_object_over_mcp_and_rest(demo, conn):
             if method == "GET":
                 response = await http.get(path, params=rest_args, headers=headers)
             else:
-                response = await http.post(path, json=rest_args, headers=headers)
+                response = await http.request(method, path, json=rest_args, headers=headers)
             route = next(r for r in REST_ROUTES if (r.tool, r.method) == (name, method))
             # a send replaying MCP's key answers with the route's replay status
             expected = route.replay_status if "idempotency_key" in arguments else route.status
@@ -254,3 +265,34 @@ async def test_openapi_document_describes_every_endpoint(demo):
         t.output_schema for t in TOOLS if t.name == "mail_search")
     assert "identity" not in search["requestBody"]["content"]["application/json"]["schema"][
         "properties"]
+
+
+async def test_threads_listing_and_labels_over_rest(demo, conn):
+    http, idn = demo["http"], demo["identity_id"]
+    message_id, thread_id = await conn.fetchrow(
+        "SELECT id, thread_id FROM messages WHERE identity_id = $1 ORDER BY id LIMIT 1", idn)
+    tenant = auth(demo["tenant_token"])
+    listed = await http.get(f"/v1/identities/{idn}/threads", params={"limit": "2"}, headers=tenant)
+    assert listed.status_code == 200 and len(listed.json()["data"]) == 2
+    assert listed.json()["next_cursor"]
+    # a tenant key names the identity in the body of a PATCH (the path names the thread)
+    marked = await http.patch(f"/v1/threads/{thread_id}", headers=tenant,
+                              json={"identity": idn, "labels_add": ["needs_human"], "read": True})
+    assert marked.status_code == 200, marked.text
+    assert marked.json()["id"] == thread_id and "needs_human" in marked.json()["labels"]
+    no_identity = await http.patch(f"/v1/threads/{thread_id}", headers=tenant, json={"read": True})
+    assert no_identity.json()["error"]["details"] == {"path": "identity"}
+    labelled = await http.get(f"/v1/identities/{idn}/threads", headers=tenant,
+                              params={"label": "needs_human", "is_unread": "false"})
+    assert [t["id"] for t in labelled.json()["data"]] == [thread_id]
+    empty = await http.patch(f"/v1/messages/{message_id}", json={}, headers=auth(demo["token"]))
+    assert empty.status_code == 400
+    assert empty.json()["error"]["details"] == {"path": "labels_add"}
+    twice = await http.patch(f"/v1/messages/{message_id}", headers=auth(demo["token"]),
+                             json={"thread_id": thread_id, "read": False})
+    assert twice.status_code == 400 and twice.json()["error"]["details"] == {"path": "thread_id"}
+    document = (await http.get("/v1/openapi.json")).json()
+    body = document["paths"]["/v1/messages/{message_id}"]["patch"]["requestBody"]["content"][
+        "application/json"]["schema"]
+    assert body["minProperties"] == 1 and "oneOf" not in body
+    assert "message_id" not in body["properties"] and "thread_id" in body["properties"]

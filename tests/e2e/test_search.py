@@ -174,14 +174,16 @@ async def test_reindex_triages_and_extracts_mail_stored_before(db_url, conn) -> 
     await set_pattern(conn, tenant_id, "booking", "[A-Z]{3}[0-9]{3}")
     done = pylota(db_url, "reindex", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"messages": 1, "recategorised": 1, "new_references": 1}
+    assert json.loads(done.stdout) == {"messages": 1, "recategorised": 1, "new_references": 1,
+                                        "attachments_queued": 0}
     row = await conn.fetchrow("SELECT category, urgency FROM message_triage WHERE message_id = $1",
                               outcome.message_id)
     assert (row["category"], row["urgency"]) == ("billing", "high")
     assert await conn.fetchval("SELECT count(*) FROM message_refs WHERE kind = 'custom:booking'"
                                " AND value = 'XKA123'") == 1
     again = pylota(db_url, "reindex", "--identity", "desk@acme.example")
-    assert again.stdout.strip() == "read 1 message(s): 0 with a new category, 0 new reference(s)"
+    assert again.stdout.strip() == ("read 1 message(s): 0 with a new category, 0 new reference(s),"
+                                    " 0 attachment(s) queued for text extraction")
     unknown = pylota(db_url, "reindex", "--identity", "nobody@acme.example")
     assert unknown.returncode != 0 and "nobody@acme.example" in unknown.stderr
     assert "pylota identities create" in unknown.stderr and "key" not in unknown.stderr

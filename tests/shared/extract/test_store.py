@@ -1,6 +1,6 @@
-"""attachment_texts on a real database (shared.extract.store): queueing, draining with several
-workers, workers killed in the middle of a file, hostile files in the queue, reading pages,
-and the words left for search."""
+"""attachment_texts on a real database (shared.extract.store): queueing (ingest queues every
+stored attachment), draining with several workers, workers killed in the middle of a file,
+hostile files in the queue, reading pages, and the words left for search."""
 
 from __future__ import annotations
 
@@ -78,7 +78,9 @@ async def test_queued_attachments_reach_a_final_status_and_read_page_by_page(con
         ("photo.png", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(64)),
         ("INVOICE.PDF", OCTET, documents.pdf(["Invoice total 120.50 EUR"])),
     ])
-    assert await queue(conn, [docx_id, png_id, pdf_id]) == 3
+    # ingest queued each of them, in the message's transaction
+    assert await text_statuses(conn, [docx_id, png_id, pdf_id]) == {
+        docx_id: TextStatus.PENDING, png_id: TextStatus.PENDING, pdf_id: TextStatus.PENDING}
     assert await queue(conn, [docx_id]) == 0
     assert (await attachment_text(conn, identity_id, message_id, docx_id)).status \
         is TextStatus.PENDING
@@ -135,7 +137,6 @@ def test_page_ranges_follow_the_spec_pattern():
 async def test_two_concurrent_drains_claim_each_attachment_once(conn, pool, identity_id):
     files = [(f"note{i}.txt", "text/plain", f"note number {i}".encode()) for i in range(8)]
     _, ids = await mail_with(conn, identity_id, files)
-    await queue(conn, ids)
 
     first, second = await asyncio.gather(drained(pool), drained(pool))
 
@@ -160,7 +161,6 @@ async def test_hostile_files_in_the_queue_end_final_and_the_drain_goes_on(conn, 
     }
     message_id, ids = await mail_with(conn, identity_id,
                                       [(name, OCTET, content) for name, content in files.items()])
-    await queue(conn, ids)
 
     assert await drained(pool, limits=limits) == len(files)
 
@@ -201,7 +201,6 @@ async def test_a_worker_killed_mid_file_leaves_it_for_the_next_until_max_attempt
         db_url, conn, pool, identity_id):
     message_id, [att_id] = await mail_with(conn, identity_id,
                                            [("slow.pdf", OCTET, documents.slow_pdf())])
-    await queue(conn, [att_id])
 
     await kill_mid_file(db_url, conn, attempts=1)
     row = await conn.fetchrow("SELECT status, attempts FROM attachment_texts")
@@ -218,7 +217,6 @@ async def test_a_worker_killed_mid_file_leaves_it_for_the_next_until_max_attempt
 async def test_ready_text_is_searchable_within_its_identity(conn, pool, identity_id):
     _, [att_id] = await mail_with(conn, identity_id, [
         ("policy.docx", DOCX, documents.docx_file([["The indemnity clause covers floods."]]))])
-    await queue(conn, [att_id])
     await drained(pool)
     found = await conn.fetch(
         "SELECT attachment_id FROM attachment_texts WHERE identity_id = $1"
@@ -229,14 +227,14 @@ async def test_ready_text_is_searchable_within_its_identity(conn, pool, identity
 async def test_queue_missing_queues_mail_stored_before(conn, identity_id):
     _, ids = await mail_with(conn, identity_id, [("a.txt", "text/plain", b"a"),
                                                  ("b.txt", "text/plain", b"b")])
-    await queue(conn, ids[:1])
+    await conn.execute("DELETE FROM attachment_texts")  # as if stored before text existed
+    assert await queue(conn, ids[:1]) == 1
     assert await queue_missing(conn, identity_id) == 1
     assert await queue_missing(conn) == 0
 
 
 async def test_deleting_the_message_deletes_its_attachment_text(conn, identity_id):
     message_id, ids = await mail_with(conn, identity_id, [("a.txt", "text/plain", b"a")])
-    await queue(conn, ids)
     await conn.execute("DELETE FROM messages WHERE id = $1", message_id)
     assert await conn.fetchval("SELECT count(*) FROM attachment_texts") == 0
 
@@ -250,7 +248,7 @@ async def test_attachments_of_real_mail_reach_their_text(conn, pool, identity_id
                  "spamscope-mail-parser/mail_test_2.eml"):
         outcome, _ = await ingest_raw(conn, None, identity_id, (singles / path).read_bytes())
         ids += await message_attachment_ids(conn, identity_id, outcome.message_id)
-    assert await queue(conn, ids) == len(ids)
+    assert await queue(conn, ids) == 0  # ingest queued them
 
     assert await drained(pool) == len(ids)
 
