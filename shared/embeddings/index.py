@@ -2,12 +2,14 @@
 
 - :class:`NumpyIndex` works on any PostgreSQL: it keeps each identity's vectors in memory
   (loaded from ``message_embeddings.vec``, then only the rows written since) and scores them all
-  with one matrix product: exact, about 10 ms per 100,000 vectors.
+  with one matrix product: exact, about 10 ms per 100,000 vectors; a message's score is the best
+  of its chunks' (``np.maximum.reduceat`` over its rows).
 - :class:`PgvectorIndex` asks PostgreSQL (``vec_v``, HNSW with iterative scans) where migration
   0002 found the ``vector`` extension.
 
 :func:`choose_index` picks pgvector when the column exists, else numpy. Both honour the same
-contract (tests/shared/embeddings/test_index.py): scores are cosine similarities, best first;
+contract (tests/shared/embeddings/test_index.py): one result per message, scored by its most
+similar chunk (``shared.embeddings.store``); scores are cosine similarities, best first;
 only the given identities; only vectors and messages stored by ``as_of`` (so a cursor's later pages
 rank the same set); and, when ``where`` is given, only messages satisfying that SQL condition over
 ``messages m`` with ``params`` numbered from ``$1``.
@@ -23,7 +25,7 @@ from typing import Any, Protocol
 import asyncpg
 import numpy as np
 
-from shared.embeddings.store import has_vector_column, vectors_after
+from shared.embeddings.store import MAX_CHUNKS, has_vector_column, vectors_after
 
 __all__ = ["VectorIndex", "NumpyIndex", "PgvectorIndex", "choose_index", "CACHE_VECTORS", "PROBE",
            "PROBE_PER_RESULT"]
@@ -52,14 +54,23 @@ class VectorIndex(Protocol):
 
 
 class _Mailbox:
-    """One identity's vectors in memory."""
+    """One identity's vectors in memory: message ``i``'s chunks are ``matrix`` rows ``starts[i]``
+    up to ``starts[i + 1]``; ``ids`` and ``stamp`` are per message."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.matrix = np.zeros((0, 0), np.float32)
+        self.starts = np.zeros(0, np.int64)
         self.stamp = np.zeros(0)
         self.seq = 0
         self._rows: dict[str, int] | None = None
+
+    def scores(self, vector: np.ndarray) -> np.ndarray:
+        """Per message, the cosine similarity of its best chunk to ``vector``."""
+        rows = self.matrix @ vector
+        if len(rows) == len(self.ids):  # one chunk each
+            return rows
+        return np.maximum.reduceat(rows, self.starts)
 
     def mask(self, allowed: list[str]) -> np.ndarray:
         """True at the rows of the ``allowed`` message ids."""
@@ -88,21 +99,23 @@ class NumpyIndex:
             "SELECT max(seq) FROM message_embeddings WHERE identity_id = $1 AND model = $2",
             identity_id, model) or 0
         if latest != box.seq:
-            ids, matrix, stamp, seqs = await vectors_after(conn, identity_id, model, box.seq)
+            ids, matrix, starts, stamp, seq = await vectors_after(conn, identity_id, model, box.seq)
             if set(ids) & set(box.ids):  # a message was re-embedded: reload it all
                 box = _Mailbox()
-                ids, matrix, stamp, seqs = await vectors_after(conn, identity_id, model, 0)
+                ids, matrix, starts, stamp, seq = await vectors_after(conn, identity_id, model, 0)
             if ids:  # a new object, so a concurrent search keeps a consistent one
                 grown = _Mailbox()
                 grown.ids = box.ids + ids
                 grown.matrix = matrix if not len(box.ids) else np.vstack([box.matrix, matrix])
+                grown.starts = np.concatenate([box.starts, starts + len(box.matrix)])
                 grown.stamp = np.concatenate([box.stamp, stamp])
-                grown.seq = int(seqs[-1])
+                grown.seq = seq
                 box = grown
         with self._lock:
             self._cache[key] = box
             self._cache.move_to_end(key)
-            while sum(len(b.ids) for b in self._cache.values()) > self._max and len(self._cache) > 1:
+            while (sum(len(b.matrix) for b in self._cache.values()) > self._max
+                   and len(self._cache) > 1):
                 self._cache.popitem(last=False)
         return box
 
@@ -114,7 +127,7 @@ class NumpyIndex:
         for identity_id in identity_ids:
             box = await self._mailbox(conn, identity_id, model)
             if box.ids:
-                scores = box.matrix @ vector.astype(np.float32)
+                scores = box.scores(vector.astype(np.float32))
                 scored.append((box, np.where(box.stamp <= cutoff, scores, -np.inf)))
         if where is None:
             return _best(scored, k)
@@ -149,7 +162,11 @@ def _best(scored: list[tuple[_Mailbox, np.ndarray]], k: int) -> list[tuple[str, 
 
 
 class PgvectorIndex:
-    """pgvector inner-product search (vectors are unit length, so inner product = cosine)."""
+    """pgvector inner-product search (vectors are unit length, so inner product = cosine).
+
+    It reads the ``k`` x :data:`~shared.embeddings.store.MAX_CHUNKS` nearest chunks and keeps
+    each message's best: the best chunk of each of the ``k`` best messages is among them, since
+    fewer than ``k`` messages, of at most that many chunks each, rank above it."""
 
     name = "pgvector"
 
@@ -158,17 +175,20 @@ class PgvectorIndex:
                       params: list[Any] | None = None) -> list[tuple[str, float]]:
         args = list(params or [])
         n = len(args)
-        args += [identity_ids, model, as_of, "[" + ",".join(f"{x:.7g}" for x in vector) + "]", k]
+        args += [identity_ids, model, as_of, "[" + ",".join(f"{x:.7g}" for x in vector) + "]",
+                 k * MAX_CHUNKS, k]
         async with conn.transaction():
             # Filtered HNSW scans stop early without iterative scans (pgvector >= 0.8).
             await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = await conn.fetch(
-                f"""SELECT e.message_id, -(e.vec_v <#> ${n + 4}::text::vector) AS score
-                    FROM message_embeddings e JOIN messages m ON m.id = e.message_id
-                    WHERE e.identity_id = any(${n + 1}::text[]) AND e.model = ${n + 2}
-                      AND m.created_at <= ${n + 3} AND e.created_at <= ${n + 3}
-                      AND ({where or 'true'})
-                    ORDER BY e.vec_v <#> ${n + 4}::text::vector LIMIT ${n + 5}""", *args)
+                f"""SELECT message_id, max(score) AS score FROM (
+                      SELECT e.message_id, -(e.vec_v <#> ${n + 4}::text::vector) AS score
+                      FROM message_embeddings e JOIN messages m ON m.id = e.message_id
+                      WHERE e.identity_id = any(${n + 1}::text[]) AND e.model = ${n + 2}
+                        AND m.created_at <= ${n + 3} AND e.created_at <= ${n + 3}
+                        AND ({where or 'true'})
+                      ORDER BY e.vec_v <#> ${n + 4}::text::vector LIMIT ${n + 5}) chunks
+                    GROUP BY message_id ORDER BY score DESC, message_id LIMIT ${n + 6}""", *args)
         found = [(r["message_id"], float(r["score"])) for r in rows]
         found.sort(key=lambda pair: (-pair[1], pair[0]))
         return found

@@ -5,24 +5,51 @@ Ingest puts each new message on the queue (:func:`enqueue`); the batch worker dr
 vector of the current model (:func:`enqueue_missing`). Vectors are float32 little-endian bytes;
 where the ``vec_v`` pgvector column exists (migration 0002) it is written from the same values.
 Functions take the connection (or pool) first; no asyncpg record leaves this module.
+
+A message has 1 to :data:`MAX_CHUNKS` vectors (``chunk`` 0, 1, …, migration 0013): the model reads
+256 tokens, so a long message (a patch, a long review) is embedded in consecutive windows of its
+own text, each led by the subject (``Embedder.split``), and a reply that quotes gets one more
+chunk, its text read with the quotes; its similarity to a query is that of its best chunk.
+Chunk 0 (subject and the start of the own text) is the message's head vector
+(:func:`vectors_of`).
+:func:`progress` reports how far embedding has come per identity, and how long the rest takes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
+import msgspec
 import numpy as np
 
 from shared.db import Database
 from shared.embeddings.embedder import Embedder
+from shared.logs import get_logger
 
-__all__ = ["TEXT_CHARS", "enqueue", "enqueue_missing", "embed_pending", "coverage",
-           "has_vector_column", "vectors_after", "vectors_of", "queue_length"]
+__all__ = ["MAX_CHUNKS", "SUBJECT_CHARS", "PROGRESS_LOG_SECONDS", "RATE_WINDOW_SECONDS",
+           "NOMINAL_RATES", "IdentityProgress", "enqueue", "enqueue_missing", "embed_pending",
+           "coverage", "has_vector_column", "vectors_after", "vectors_of", "similarities",
+           "queue_length", "progress", "recent_rate"]
 
-#: Characters of subject and own text handed to the embedder; the model reads 256 tokens
-#: (about 1,000 characters of English), so more would only cost tokenizer time.
-TEXT_CHARS = 2_000
+log = get_logger("shared.embeddings")
+
+#: Most vectors one message gets: up to this many windows of 256 tokens of its own text (about
+#: 1,000 characters of English each), one fewer when the reply-with-quotes chunk is added; text
+#: past them is searched by keyword only. Each chunk costs a model run at embedding time, so the
+#: bound keeps a patch series from multiplying the batch workers' work (README, Search).
+MAX_CHUNKS = 4
+#: Characters of the subject that lead each chunk (the embedder cuts it further to its tokens).
+SUBJECT_CHARS = 300
+#: Seconds between two progress lines of a draining batch worker.
+PROGRESS_LOG_SECONDS = 10.0
+#: Seconds of recent embedding the measured rate (:func:`recent_rate`) looks back over.
+RATE_WINDOW_SECONDS = 600
+#: Messages per second one batch worker embeds on 2 cores, by model, for a time-left estimate
+#: before any rate was measured: the kit's two QA mailboxes, chunked, on a loaded machine
+#: (5.5 messages, 12 chunks per second; README, Search).
+NOMINAL_RATES = {"all-minilm-l6-v2-int8": 5.0, "hash-v1": 500.0}
 
 
 async def enqueue(conn: asyncpg.Connection, identity_id: str, message_id: str) -> None:
@@ -56,8 +83,34 @@ async def has_vector_column(conn: asyncpg.Connection) -> bool:
         " WHERE table_name = 'message_embeddings' AND column_name = 'vec_v'"))
 
 
-def _text(subject: str, new_text: str, text: str) -> str:
-    return f"{subject}\n{new_text.strip() or text}"[:TEXT_CHARS]
+def _chunks(embedder: Embedder, subject: str, new_text: str, text: str) -> list[str]:
+    """Windows of the message's own text (quotes removed), and, for a reply that quotes, one
+    more: the start of its whole text, the reply read with what it answers ("Fixed it in transit"
+    says nothing of the broken archive it quotes). At most :data:`MAX_CHUNKS` in all."""
+    head, own = subject[:SUBJECT_CHARS], new_text.strip()
+    if not own or own == text.strip():
+        return embedder.split(head, own or text, MAX_CHUNKS)
+    chunks = embedder.split(head, own, MAX_CHUNKS - 1)
+    context = embedder.split(head, text, 1)[0]
+    return chunks if context in chunks else [*chunks, context]
+
+
+def _embed_chunks(embedder: Embedder, texts: list[str], batch: int) -> np.ndarray:
+    """``embedder.embed`` of ``texts`` in model calls of ``batch`` texts of similar length (a
+    call pads to its longest text), rows in the order given."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out = np.zeros((len(texts), embedder.dim), np.float32)
+    for start in range(0, len(order), batch):
+        rows = order[start:start + batch]
+        out[rows] = embedder.embed([texts[i] for i in rows])
+    return out
+
+
+def _embed_messages(embedder: Embedder, messages: list[tuple[str, str, str]], batch: int
+                    ) -> tuple[list[list[str]], np.ndarray]:
+    """Each ``(subject, new_text, text)``'s chunks, and their vectors in the same order."""
+    split = [_chunks(embedder, *message) for message in messages]
+    return split, _embed_chunks(embedder, [t for parts in split for t in parts], batch)
 
 
 async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
@@ -65,12 +118,16 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
     """Embed queued messages, ``batch`` at a time, until the queue is empty (or ``limit`` done).
 
     Each batch is claimed with ``FOR UPDATE SKIP LOCKED`` inside one transaction, so several
-    workers share the queue and a crash leaves the batch queued. The model runs in a thread.
+    workers share the queue and a crash leaves the batch queued. A message gets up to
+    :data:`MAX_CHUNKS` vectors; the model runs in a thread, ``batch`` chunks per call. Every
+    :data:`PROGRESS_LOG_SECONDS`, and when the run ends, an ``embed_progress`` line logs counts
+    and rates (never mail content).
 
     Returns:
         How many messages were embedded.
     """
-    done = 0
+    done = chunks = 0
+    started = last_log = time.monotonic()
     async with pool.acquire() as conn:
         pgvector = await has_vector_column(conn)
         while limit is None or done < limit:
@@ -81,32 +138,51 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
                        ORDER BY q.queued_at, q.message_id
                        LIMIT $1 FOR UPDATE OF q SKIP LOCKED""", batch)
                 if not rows:
-                    return done
-                texts = [_text(r["subject"], r["new_text"], r["text"]) for r in rows]
-                vectors = await asyncio.to_thread(embedder.embed, texts)
-                await _save(conn, embedder, [(r["message_id"], r["identity_id"]) for r in rows],
-                            vectors, pgvector)
+                    break
+                # Cutting into windows tokenizes: in the thread too, off the worker's event loop.
+                split, vectors = await asyncio.to_thread(
+                    _embed_messages, embedder,
+                    [(r["subject"], r["new_text"], r["text"]) for r in rows], batch)
+                texts = [t for parts in split for t in parts]
+                keys = [(r["message_id"], r["identity_id"], c)
+                        for r, parts in zip(rows, split) for c in range(len(parts))]
+                await _save(conn, embedder, keys, vectors, pgvector)
                 await conn.execute("DELETE FROM embedding_queue WHERE message_id = any($1::text[])",
                                    [r["message_id"] for r in rows])
             done += len(rows)
+            chunks += len(texts)
+            if time.monotonic() - last_log >= PROGRESS_LOG_SECONDS:
+                last_log = time.monotonic()
+                await _log_progress(conn, embedder.model, done, chunks, last_log - started)
+        if done:
+            await _log_progress(conn, embedder.model, done, chunks, time.monotonic() - started)
     return done
 
 
-async def _save(conn: asyncpg.Connection, embedder: Embedder, keys: list[tuple[str, str]],
+async def _log_progress(conn: asyncpg.Connection, model: str, done: int, chunks: int,
+                        seconds: float) -> None:
+    queued = await queue_length(conn)
+    rate = done / seconds if seconds > 0 else 0.0
+    log.info("embed_progress", model=model, embedded=done, chunks=chunks, queued=queued,
+             seconds=round(seconds, 1), per_second=round(rate, 2),
+             seconds_left=round(queued / rate) if rate > 0 else None)
+
+
+async def _save(conn: asyncpg.Connection, embedder: Embedder, keys: list[tuple[str, str, int]],
                 vectors: np.ndarray, pgvector: bool) -> None:
-    rows = [(mid, idn, embedder.model, embedder.dim, vectors[i].astype("<f4").tobytes())
-            for i, (mid, idn) in enumerate(keys)]
-    upsert = ("INSERT INTO message_embeddings AS e (message_id, identity_id, model, dim, vec{extra})"
-              " VALUES ($1, $2, $3, $4, $5{value}) ON CONFLICT (message_id) DO UPDATE SET"
-              " model = excluded.model, dim = excluded.dim, vec = excluded.vec{update},"
-              " seq = DEFAULT, created_at = now()")
+    # A message re-embedded may have fewer chunks than before: its old rows go first.
+    await conn.execute("DELETE FROM message_embeddings WHERE message_id = any($1::text[])",
+                       sorted({mid for mid, _, _ in keys}))
+    rows = [(mid, idn, chunk, embedder.model, embedder.dim, vectors[i].astype("<f4").tobytes())
+            for i, (mid, idn, chunk) in enumerate(keys)]
+    insert = ("INSERT INTO message_embeddings (message_id, identity_id, chunk, model, dim, vec{extra})"
+              " VALUES ($1, $2, $3, $4, $5, $6{value})")
     if pgvector:
-        sql = upsert.format(extra=", vec_v", value=", $6::text::vector",
-                            update=", vec_v = excluded.vec_v")
+        sql = insert.format(extra=", vec_v", value=", $7::text::vector")
         rows = [(*r, "[" + ",".join(f"{x:.7g}" for x in vectors[i]) + "]")
                 for i, r in enumerate(rows)]
     else:
-        sql = upsert.format(extra="", value="", update="")
+        sql = insert.format(extra="", value="")
     await conn.executemany(sql, rows)
 
 
@@ -117,17 +193,81 @@ async def coverage(conn: asyncpg.Connection, identity_ids: list[str], model: str
         "SELECT count(*) FROM messages WHERE identity_id = any($1::text[])", identity_ids)
     embedded = await conn.fetchval(
         "SELECT count(*) FROM message_embeddings WHERE identity_id = any($1::text[])"
-        " AND model = $2", identity_ids, model)
+        " AND model = $2 AND chunk = 0", identity_ids, model)
     return 1.0 if total == 0 else round(min(1.0, embedded / total), 4)
 
 
+class IdentityProgress(msgspec.Struct, kw_only=True):
+    """How far one identity's embeddings have come (``pylota embeddings status``).
+
+    ``embedded`` messages of ``total`` have a vector of the model; ``queued`` wait for one;
+    ``per_second``: messages embedded per second over the last :data:`RATE_WINDOW_SECONDS`
+    (all identities, since the workers share one queue; None when nothing was embedded then);
+    ``seconds_left``: the identity's queue position divided by that rate, or by the model's
+    :data:`NOMINAL_RATES` entry when no rate was measured (None when neither is known).
+    """
+
+    identity_id: str
+    embedded: int
+    total: int
+    queued: int
+    per_second: float | None
+    seconds_left: float | None
+
+
+async def recent_rate(conn: asyncpg.Connection, model: str) -> float | None:
+    """Messages per second embedded with ``model`` over the last :data:`RATE_WINDOW_SECONDS`:
+    messages done divided by the seconds from the window's (or the run's) first write to now;
+    None when nothing was."""
+    row = await conn.fetchrow(
+        """SELECT count(*) AS n, extract(epoch FROM now() - min(created_at)) AS span
+           FROM message_embeddings
+           WHERE model = $1 AND chunk = 0 AND created_at > now() - make_interval(secs => $2)""",
+        model, RATE_WINDOW_SECONDS)
+    if not row["n"] or row["n"] < 2:
+        return None
+    return round(row["n"] / max(float(row["span"]), 1.0), 2)
+
+
+async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str] | None = None
+                   ) -> list[IdentityProgress]:
+    """Per identity (``identity_ids``, or every identity with mail), its :class:`IdentityProgress`
+    for ``model``, in identity id order. The time left of an identity counts the queue ahead of
+    its last queued message, since the workers drain oldest first."""
+    rows = await conn.fetch(
+        """SELECT m.identity_id, count(*) AS total, count(e.message_id) AS embedded
+           FROM messages m
+           LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.chunk = 0 AND e.model = $1
+           WHERE $2::text[] IS NULL OR m.identity_id = any($2::text[])
+           GROUP BY m.identity_id ORDER BY m.identity_id""", model, identity_ids)
+    queued = {r["identity_id"]: (r["n"], r["ahead"]) for r in await conn.fetch(
+        """SELECT q.identity_id, count(*) AS n,
+                  (SELECT count(*) FROM embedding_queue a
+                   WHERE a.queued_at <= max(q.queued_at)) AS ahead
+           FROM embedding_queue q GROUP BY q.identity_id""")}
+    rate = await recent_rate(conn, model)
+    pace = rate or NOMINAL_RATES.get(model)
+    found = []
+    for r in rows:
+        n, ahead = queued.get(r["identity_id"], (0, 0))
+        found.append(IdentityProgress(
+            identity_id=r["identity_id"], embedded=r["embedded"], total=r["total"], queued=n,
+            per_second=rate,
+            seconds_left=(0.0 if not n else round(ahead / pace, 1) if pace else None)))
+    return found
+
+
 async def vectors_after(conn: asyncpg.Connection, identity_id: str, model: str, seq: int
-                        ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """The identity's ``model`` vectors written after ``seq``.
+                        ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, int]:
+    """The identity's ``model`` vectors written after ``seq``, grouped by message.
+
+    A message's chunks are written in one transaction, so they appear together.
 
     Returns:
-        ``(message_ids, matrix (n, dim) float32, stamps (n,) epoch seconds when both the
-        message and its vector were stored, seqs (n,) int64)``, in ``seq`` order.
+        ``(message_ids, matrix (rows, dim) float32, starts (messages,) int64, stamps
+        (messages,) epoch seconds when both the message and its vectors were stored, last seq)``:
+        message ``i``'s chunks are rows ``starts[i]`` up to ``starts[i + 1]``; messages in the
+        order of their first vector's ``seq``.
     """
     rows = await conn.fetch(
         """SELECT e.message_id, e.vec, e.seq, extract(epoch FROM greatest(m.created_at, e.created_at)) AS created
@@ -135,17 +275,40 @@ async def vectors_after(conn: asyncpg.Connection, identity_id: str, model: str, 
            WHERE e.identity_id = $1 AND e.model = $2 AND e.seq > $3 ORDER BY e.seq""",
         identity_id, model, seq)
     if not rows:
-        return [], np.zeros((0, 0), np.float32), np.zeros(0), np.zeros(0, np.int64)
-    matrix = np.frombuffer(b"".join(r["vec"] for r in rows), dtype="<f4").reshape(len(rows), -1)
-    return ([r["message_id"] for r in rows], matrix.astype(np.float32),
-            np.array([float(r["created"]) for r in rows]),
-            np.array([r["seq"] for r in rows], dtype=np.int64))
+        return [], np.zeros((0, 0), np.float32), np.zeros(0, np.int64), np.zeros(0), seq
+    grouped: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        grouped.setdefault(r["message_id"], []).append(i)
+    order = [i for members in grouped.values() for i in members]
+    matrix = np.frombuffer(b"".join(rows[i]["vec"] for i in order),
+                           dtype="<f4").reshape(len(rows), -1)
+    sizes = np.array([len(members) for members in grouped.values()], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    stamps = np.array([max(float(rows[i]["created"]) for i in members)
+                       for members in grouped.values()])
+    return list(grouped), matrix.astype(np.float32), starts, stamps, int(rows[-1]["seq"])
 
 
 async def vectors_of(conn: asyncpg.Connection, message_ids: list[str], model: str
                      ) -> dict[str, np.ndarray]:
-    """The ``model`` vectors of these messages (those that have one)."""
+    """The ``model`` head vectors (chunk 0: subject and the start of the text) of these messages
+    (those that have one)."""
+    rows = await conn.fetch(
+        "SELECT message_id, vec FROM message_embeddings"
+        " WHERE message_id = any($1::text[]) AND model = $2 AND chunk = 0", message_ids, model)
+    return {r["message_id"]: np.frombuffer(r["vec"], dtype="<f4") for r in rows}
+
+
+async def similarities(conn: asyncpg.Connection, message_ids: list[str], model: str,
+                       vector: np.ndarray) -> dict[str, float]:
+    """Cosine similarity of ``vector`` to each message's best ``model`` chunk (those that have
+    one), as the indexes score them."""
     rows = await conn.fetch(
         "SELECT message_id, vec FROM message_embeddings"
         " WHERE message_id = any($1::text[]) AND model = $2", message_ids, model)
-    return {r["message_id"]: np.frombuffer(r["vec"], dtype="<f4") for r in rows}
+    found: dict[str, float] = {}
+    query = vector.astype(np.float32)
+    for r in rows:
+        score = float(np.frombuffer(r["vec"], dtype="<f4") @ query)
+        found[r["message_id"]] = max(score, found.get(r["message_id"], -np.inf))
+    return found

@@ -24,10 +24,9 @@ import contextlib
 from typing import Any, Literal
 
 import msgspec
-import numpy as np
 
 from shared.db import Database
-from shared.embeddings.store import coverage, vectors_of
+from shared.embeddings.store import coverage, similarities
 from shared.mail.store import thread_ids
 from shared.search.compile import without_words, words_of
 from shared.search.keyword import (Facets, Filters, Ranked, RawHit, Scope, facets, hit_details,
@@ -147,9 +146,9 @@ async def run_search(db: Database, engine: SemanticEngine, scope: Scope,
                 degraded = False
             if vector is not None and model:
                 missing = [r.message_id for r in page if r.semantic_score is None]
-                for message_id, vec in (await vectors_of(conn, missing, model)).items():
+                for message_id, sim in (await similarities(conn, missing, model, vector)).items():
                     next(r for r in page if r.message_id == message_id).semantic_score = round(
-                        float(np.dot(vec, vector)), 4)
+                        sim, 4)
             hits = await hit_details(conn, page, root, scope.time_zone)
             matched = await matched_clauses(conn, [h.message_id for h in hits], root,
                                             scope.time_zone)

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 import asyncpg
 import msgspec
 
-from shared.embeddings.store import vectors_of
+from shared.embeddings.store import similarities, vectors_of
 from shared.mail.store import correspondence, outline, thread_ids
 from shared.search.keyword import Ranked, RawHit, hit_details
 from shared.mail.refs import sharing_refs
@@ -117,9 +117,8 @@ async def find_related(conn: asyncpg.Connection, engine: SemanticEngine, identit
                     credit(other, sim * SEMANTIC_WEIGHT, "similar content")
         if scores:
             missing = [i for i in scores if i not in similarity]
-            for other, vec in (await vectors_of(conn, missing, engine.embedder.model)).items():
-                if own is not None:
-                    similarity[other] = float(vec @ own)
+            if own is not None:
+                similarity.update(await similarities(conn, missing, engine.embedder.model, own))
 
     best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
     threads = await thread_ids(conn, [i for i, _ in best])

@@ -1,0 +1,60 @@
+"""Embedding progress (issue 14): per identity, embedded / total, the queue, the measured rate and
+the time left; the batch worker's drain logs counts and rates, never mail content."""
+
+from __future__ import annotations
+
+from shared.embeddings import store
+from shared.embeddings.embedder import HashEmbedder
+from shared.embeddings.store import embed_pending, progress
+from shared.ingest.pipeline import ingest_raw
+from shared.logs import configure
+from shared.tenancy.store import create_identity, create_tenant
+from tests.conftest import database
+from tests.shared.search.conftest import mail
+
+
+async def test_progress_per_identity_before_and_after(db_url, conn, monkeypatch) -> None:
+    tenant = await create_tenant(conn, "acme")
+    one = (await create_identity(conn, tenant.id, "one@acme.example")).id
+    two = (await create_identity(conn, tenant.id, "two@acme.example")).id
+    for i in range(3):
+        await ingest_raw(conn, None, one, mail(f"one{i}@x", body=f"parking fine number {i}"))
+    await ingest_raw(conn, None, two, mail("two@x", body="lunch"))
+    monkeypatch.setitem(store.NOMINAL_RATES, "hash-v1", 2.0)
+    before = {p.identity_id: p for p in await progress(conn, "hash-v1")}
+    assert (before[one].embedded, before[one].total, before[one].queued) == (0, 3, 3)
+    assert before[one].per_second is None  # nothing embedded yet: the nominal rate is used
+    assert before[one].seconds_left == 1.5
+    # two's message was queued last: the whole queue is ahead of it
+    assert before[two].seconds_left == 2.0 and before[two].queued == 1
+    assert [p.identity_id for p in await progress(conn, "hash-v1", [two])] == [two]
+    assert await progress(conn, "no-such-model", [one]) == [
+        store.IdentityProgress(identity_id=one, embedded=0, total=3, queued=3, per_second=None,
+                               seconds_left=None)]
+
+    async with database(db_url) as pool:
+        assert await embed_pending(pool, HashEmbedder(), batch=2) == 4
+    after = {p.identity_id: p for p in await progress(conn, "hash-v1")}
+    assert (after[one].embedded, after[one].total, after[one].queued) == (3, 3, 0)
+    assert after[one].seconds_left == 0.0
+    assert after[one].per_second is not None and after[one].per_second > 0
+
+
+async def test_the_drain_logs_progress_without_mail_content(db_url, conn, capsys, monkeypatch
+                                                            ) -> None:
+    tenant = await create_tenant(conn, "acme")
+    one = (await create_identity(conn, tenant.id, "one@acme.example")).id
+    for i in range(5):
+        await ingest_raw(conn, None, one, mail(f"m{i}@x", subject="Secret merger plans",
+                                               body=f"confidential body {i}"))
+    monkeypatch.setattr(store, "PROGRESS_LOG_SECONDS", 0.0)  # a line after every batch
+    configure("info")
+    capsys.readouterr()
+    async with database(db_url) as pool:
+        assert await embed_pending(pool, HashEmbedder(), batch=2) == 5
+    lines = [line for line in capsys.readouterr().err.splitlines() if "embed_progress" in line]
+    assert len(lines) == 4  # after each of the 3 batches, and once at the end
+    assert '"embedded": 5' in lines[-1] and '"queued": 0' in lines[-1]
+    assert '"per_second"' in lines[-1] and '"seconds_left": 0' in lines[-1]
+    logged = "\n".join(lines)
+    assert "Secret" not in logged and "confidential" not in logged and one not in logged
