@@ -217,10 +217,11 @@ class IdentityProgress(msgspec.Struct, kw_only=True):
 
 async def recent_rate(conn: asyncpg.Connection, model: str) -> float | None:
     """Messages per second embedded with ``model`` over the last :data:`RATE_WINDOW_SECONDS`:
-    messages done divided by the seconds from the window's (or the run's) first write to now;
-    None when nothing was."""
+    messages done divided by the seconds from the window's first write to its last (at least
+    one), so the time the workers sat idle since does not lower it; None when fewer than two
+    were."""
     row = await conn.fetchrow(
-        """SELECT count(*) AS n, extract(epoch FROM now() - min(created_at)) AS span
+        """SELECT count(*) AS n, extract(epoch FROM max(created_at) - min(created_at)) AS span
            FROM message_embeddings
            WHERE model = $1 AND chunk = 0 AND created_at > now() - make_interval(secs => $2)""",
         model, RATE_WINDOW_SECONDS)

@@ -42,7 +42,8 @@ from tests.conftest import NAMESPACE, ROOT, free_port, running_front, running_wo
 from tests.e2e.harness import sdk_client
 from tests.e2e.test_jobs import start_worker
 from tests.e2e.transport_kit import JS_SKIP_REASON, js_tools
-from tests.faults.kit import OwnRedis, Relay
+from tests.faults.conftest import own_redis  # noqa: F401  (fixture)
+from tests.faults.kit import Relay
 from tests.shared.deepsearch.conftest import HIJACK, box  # noqa: F401  (fixture)
 from tests.shared.search.conftest import Mailbox, mailbox  # noqa: F401  (fixture)
 
@@ -403,17 +404,6 @@ async def test_a_worker_killed_mid_call_ends_it_retryably_within_max_seconds_and
     assert "worker" in error["message"]
     assert ended - began <= MAX_SECONDS + 2, f"ended {ended - began:.2f} s after the call"
     assert ended - killed <= HEARTBEAT + 2, f"ended {ended - killed:.2f} s after the kill"
-
-
-@pytest.fixture
-async def own_redis() -> AsyncIterator[OwnRedis]:
-    """A Redis server of this test alone (the shared one must stay up), stopped at will."""
-    server = OwnRedis()
-    await server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_a_redis_outage_mid_call_ends_it_retryably_never_a_hang(box, held_chat, own_redis):

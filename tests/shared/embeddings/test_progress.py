@@ -39,6 +39,13 @@ async def test_progress_per_identity_before_and_after(db_url, conn, monkeypatch)
     assert after[one].seconds_left == 0.0
     assert after[one].per_second is not None and after[one].per_second > 0
 
+    # The rate is the workers' while they worked: idle minutes since do not lower it.
+    await conn.execute(
+        "UPDATE message_embeddings e SET created_at = now() - make_interval(secs => 300 - o.n)"
+        " FROM (SELECT message_id, row_number() OVER (ORDER BY message_id) - 1 AS n"
+        "       FROM message_embeddings) o WHERE o.message_id = e.message_id")
+    assert (await progress(conn, "hash-v1"))[0].per_second == 1.33  # 4 messages over 3 s
+
 
 async def test_the_drain_logs_progress_without_mail_content(db_url, conn, capsys, monkeypatch
                                                             ) -> None:
