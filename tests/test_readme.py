@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from front.rest.endpoints import REST_ROUTES
 from shared.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,3 +65,10 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
             f"{budget.MAX_MIME_FIELD_BYTES // 1024} KiB per MIME field, {budget.MAX_RECIPIENTS} "
             f"recipients per address field, {budget.MAX_PARTS} MIME parts, {budget.MAX_DEPTH} "
             f"levels of nesting, {budget.MAX_HTML_CHARS:,} characters of HTML") in section
+
+
+def test_the_rest_table_lists_every_endpoint():
+    section = README.split("## REST API", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(GET|POST|PATCH|DELETE) (/v1/[^`?]*)", section, re.MULTILINE))
+    served = {(r.method, re.sub(r":\w+}", "}", r.path)) for r in REST_ROUTES}
+    assert served <= listed, sorted(served - listed)
