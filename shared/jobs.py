@@ -33,7 +33,7 @@ from shared.embeddings.store import embed_pending
 from shared.events import (JOB_DEEP_SEARCH, JOB_DELIVER, JOB_EMBED, JOB_EXTRACT, JOB_MAIL_WAIT,
                            JOB_PURGE_SEND_KEYS, NewMail, Queue, ran_key)
 from shared.extract.limits import WALL_SECONDS
-from shared.extract.store import extract_pending
+from shared.extract.store import extract_pending, with_text_status
 from shared.mail.waiting import WaitRequest, wait_for_message
 from shared.outbound.delivery import RelayConfig, deliver_due
 from shared.outbound.dkim_signing import DkimSigner
@@ -108,8 +108,13 @@ class JobRequest:
 
 
 async def _wait(env: JobEnv, request: WaitRequest, control: Control) -> Any:
-    return await wait_for_message(env.db, env.new_mail, request, control,
-                                  heartbeat=env.settings.pm_stream_heartbeat_seconds)
+    result = await wait_for_message(env.db, env.new_mail, request, control,
+                                    heartbeat=env.settings.pm_stream_heartbeat_seconds)
+    if result.message is not None and result.message.attachments:
+        # The Message object's "attachments with text status", as mail_get_message shows it.
+        async with env.db.acquire() as conn:
+            await with_text_status(conn, [result.message])
+    return result
 
 
 async def _deep_search(env: JobEnv, request: DeepSearchRequest, control: Control

@@ -37,11 +37,12 @@ from shared.extract.limits import DEFAULT_LIMITS, MAX_ATTEMPTS, Limits
 from shared.extract.outcome import Outcome, Reason, TextStatus
 from shared.extract.sandbox import extract
 from shared.logs import get_logger
+from shared.mail.records import MessageRecord
 from shared.mail.store import (all_attachment_ids, attachment_file, attachment_identities,
                                message_attachment_ids)
 
 __all__ = ["SEARCH_CHARS", "PageText", "AttachmentText", "queue", "queue_missing",
-           "text_statuses", "extract_pending", "attachment_text", "page_range"]
+           "text_statuses", "with_text_status", "extract_pending", "attachment_text", "page_range"]
 
 _log = get_logger("extract")
 
@@ -104,6 +105,21 @@ async def text_statuses(conn: asyncpg.Connection, attachment_ids: list[str]
     rows = await conn.fetch("SELECT attachment_id, status FROM attachment_texts"
                             " WHERE attachment_id = any($1::text[])", attachment_ids)
     return {r["attachment_id"]: TextStatus(r["status"]) for r in rows}
+
+
+async def with_text_status(conn: asyncpg.Connection, records: list[MessageRecord]) -> None:
+    """Set each attachment's ``text_status`` in ``records`` (mail_get_message's "attachments with
+    text status"); an attachment never queued (stored before attachment text existed, until
+    ``pylota reindex`` or a batch worker's start queues it) reads ``pending``, as this tool
+    reads it."""
+    ids = [a.id for r in records for a in r.attachments]
+    if not ids:
+        return
+    statuses = await text_statuses(conn, ids)
+    for record in records:
+        record.attachments = [
+            msgspec.structs.replace(a, text_status=statuses.get(a.id, TextStatus.PENDING).value)
+            for a in record.attachments]
 
 
 async def extract_pending(pool: Database, *, limit: int | None = None,

@@ -13,19 +13,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import asyncpg
 import msgspec
 
 from shared.budget import RESULT_BYTES, cut, drop_to_fit
-from shared.extract.outcome import TextStatus
-from shared.extract.store import attachment_text, page_range, text_statuses
-from shared.mail.records import MessageRecord
+from shared.extract.store import attachment_text, page_range
 from shared.tools.arguments import AttachmentId, IdentityRef, MessageId
 from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
 
 __all__ = ["DESCRIPTION", "PAGE_CHARS", "GetAttachmentTextArgs", "AttachmentPage",
-           "AttachmentTextResult", "run", "budget", "with_text_status"]
+           "AttachmentTextResult", "run", "budget"]
 
 DESCRIPTION = (
     "Read the extracted text of an attachment (PDF, Office, text), page by page. Use it when the "
@@ -105,18 +102,3 @@ async def run(ctx: ToolContext, args: GetAttachmentTextArgs) -> AttachmentTextRe
         reason=text.reason.value if text.reason else None)
     budget(result)
     return result
-
-
-async def with_text_status(conn: asyncpg.Connection, records: list[MessageRecord]) -> None:
-    """Set each attachment's ``text_status`` in ``records`` (mail_get_message's "attachments with
-    text status"); an attachment never queued (stored before attachment text existed, until
-    ``pylota reindex`` or a batch worker's start queues it) reads ``pending``, as this tool
-    reads it."""
-    ids = [a.id for r in records for a in r.attachments]
-    if not ids:
-        return
-    statuses = await text_statuses(conn, ids)
-    for record in records:
-        record.attachments = [
-            msgspec.structs.replace(a, text_status=statuses.get(a.id, TextStatus.PENDING).value)
-            for a in record.attachments]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError
+from shared.extract.store import with_text_status
 from shared.mail.reading import annotate, budget_message, read_message
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_message
 from shared.outbound.model import Delivery
 from shared.outbound.outbox import delivery_of
 from shared.tools.arguments import IdentityRef, MessageId
-from shared.tools.attachments import with_text_status
 from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
 

@@ -8,14 +8,14 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from shared.budget import cut, drop_to_fit
 from shared.errors import ErrorCode, PylotaError, invalid
+from shared.extract.store import with_text_status
 from shared.mail.reading import SUBJECT_CHARS, annotate, budget_message
 from shared.mail.records import ThreadRecord, ThreadSummary
 from shared.mail.store import THREAD_LABELS_SHOWN, get_thread, thread_page
-from shared.budget import cut, drop_to_fit
 from shared.search.listing import PARTICIPANTS_SHOWN, ThreadFilter, list_threads
 from shared.tools.arguments import DescribedIdentityRef, IdentityRef, Instant, Label, ThreadId
-from shared.tools.attachments import with_text_status
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
 from shared.tools.scope import identity_for

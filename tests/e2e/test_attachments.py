@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -260,3 +261,22 @@ async def test_a_batch_worker_killed_mid_file_leaves_it_to_the_next_worker(db_ur
     assert row["attempts"] == 2
     assert (row["status"], row["reason"]) in {("ready", None), ("unavailable", "timeout"),
                                               ("unavailable", "cpu_time")}
+
+
+async def test_mail_wait_shows_each_attachments_text_status(db_url, conn, tmp_path):
+    _, _, _, token = await keyed_identity(conn, DESK)
+    settings = settings_for(db_url, pm_embedder="hash")
+    files = [("plan.pdf", "application/pdf", documents.pdf(["The plan"]))]
+    async with running_front(settings) as url, running_worker(settings):
+        async with sdk_client(url, token) as client:
+            # since: before the import, so the wait finds the message however the two interleave
+            since = datetime.now(timezone.utc).isoformat()
+            waiting = asyncio.create_task(client.call_tool(
+                "mail_wait", {"subject_contains": "Waited plan", "since": since,
+                              "timeout_seconds": 30}))
+            await asyncio.to_thread(pylota_import, db_url,
+                                    eml(tmp_path / "wait.eml", "Waited plan", files))
+            got = body(await waiting, "mail_wait")
+    # No batch worker runs here: the text is queued, not extracted.
+    assert [(a["filename"], a["text_status"]) for a in got["message"]["attachments"]] == [
+        ("plan.pdf", "pending")]
