@@ -53,7 +53,8 @@ def pdf(pages: list[str], *, kids_loop: bool = False) -> bytes:
 
 def slow_pdf(operators: int = 200_000) -> bytes:
     """A one-page PDF whose content stream shows ``operators`` words one by one: about 3.4 MB
-    that pypdf needs some 20 CPU seconds to read at the default count."""
+    that pypdf needs about 6 CPU seconds to read at the default count on a quiet machine (more
+    under load)."""
     ops = b"BT /F1 12 Tf 72 720 Td " + b"(word) Tj 1 0 Td " * operators + b"ET"
     return _pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
                  b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
