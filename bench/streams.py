@@ -1,6 +1,6 @@
 """How many ``mail_wait`` streams one front process holds, and what each costs (issue 14).
 
-    python -m bench.streams [--streams 5000] [--heartbeat 2] [--timeout 60] [--workers 2]
+    python -m bench.streams [--streams 5000] [--heartbeat 10] [--timeout 60] [--workers 2]
                             [--batch 200]
 
 Builds a throwaway database (``bench.stack``), starts one front (``pylota serve``, one uvicorn
@@ -28,6 +28,7 @@ import resource
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from bench.stack import Stack, percentile
@@ -55,8 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.streams", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--streams", type=int, default=5000, help="streams to open (5000)")
-    parser.add_argument("--heartbeat", type=float, default=2.0,
-                        help="PM_STREAM_HEARTBEAT_SECONDS of the stack, seconds (2)")
+    parser.add_argument("--heartbeat", type=float, default=10.0,
+                        help="PM_STREAM_HEARTBEAT_SECONDS of the stack, seconds (10, the default)")
     parser.add_argument("--timeout", type=int, default=60,
                         help="mail_wait timeout_seconds, 1..60 (60)")
     parser.add_argument("--workers", type=int, default=2, help="interactive workers (2)")
@@ -88,6 +89,15 @@ def _request(host: str, port: int, token: str, number: int, timeout: int) -> byt
             "MCP-Protocol-Version: 2025-11-25\r\nContent-Type: application/json\r\n"
             "Accept: application/json, text/event-stream\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def _code(message: dict[str, Any]) -> str:
+    """The error code of a final JSON-RPC message: the tool error's, or the JSON-RPC one."""
+    if "error" in message:
+        return str((message["error"].get("data") or {}).get("error", {}).get(
+            "code", message["error"]["code"]))
+    structured = message["result"].get("structuredContent") or {}
+    return str(structured.get("error", {}).get("code", "isError"))
 
 
 async def _stream(host: str, port: int, request: bytes, tally: Tally, opening: asyncio.Semaphore,
@@ -133,7 +143,7 @@ async def _stream(host: str, port: int, request: bytes, tally: Tally, opening: a
                     if "result" in message and not message["result"].get("isError"):
                         tally.finals += 1
                     else:
-                        tally.errors["final error"] += 1
+                        tally.errors[f"final error: {_code(message)}"] += 1
                 else:
                     tally.gaps.append(now - last)
                 last = now
