@@ -3,6 +3,10 @@
 * A burst of waits past the workers' capacity (workers × PM_WORKER_MAX_JOBS, 4 here) ends every
   call within its bound — answered, or refused with a retryable ``unavailable`` — and leaves
   nothing in the queue: a fresh wait right after is answered at once, not after a backlog.
+* The issue's own case at full size: 1,500 concurrent waits on two workers of the default
+  ``PM_WORKER_MAX_JOBS`` (200, so capacity 400). Each call — retrying the front's in-flight
+  503s after ``Retry-After`` — ends within its bound, answered or refused as over capacity, and the queue is empty right after (before the fix, 1,000 stayed queued and a
+  fresh 2 s wait failed after 17 s while the backlog drained for minutes).
 * A worker killed with SIGKILL mid-wait ends each of its callers' calls within about two
   heartbeats and a half (``front.watch``), and its jobs do not stay in the queue counting
   against the capacity of the workers that remain: a wait on a new worker is answered at once.
@@ -11,13 +15,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from collections import Counter
 
 from redis.asyncio import Redis
 
-from shared.events import queue_name
+from shared.events import queue_name, workers_key
 from tests.e2e.transport_kit import Wire, keyed_identity
 from tests.faults.kit import HEARTBEAT, eventually, no_traceback, stack_env, tool_error
 
@@ -81,6 +86,93 @@ async def test_waits_past_capacity_end_in_bound_and_leave_nothing_queued(
     assert time.monotonic() - began <= 1 + 2
     no_traceback(worker)
     no_traceback(front)
+
+
+#: The issue's burst: 1,500 waits on two workers of the default 200 jobs each.
+FULL_WAITS, FULL_WORKERS, FULL_MAX_JOBS = 1500, 2, 200
+#: Seconds of each wait of the full burst: long enough that the calls overlap while the
+#: client is still sending the last of them.
+FULL_WAIT_SECONDS = 8
+#: Bound on any call of the full burst: its wait, plus 12 s for 1,500 requests from one client
+#: process on the same two cores (the issue measured 73-77 s before the fix).
+FULL_END_SECONDS = FULL_WAIT_SECONDS + 12
+
+
+async def full_wait(base: str, token: str, number: int) -> tuple[str, float]:
+    """One wait of the full burst, as a stream (a progressToken), from a raw HTTP/1.1 client
+    (httpx spends tens of seconds on 1,500 concurrent requests in one process): its outcome —
+    "ok", or the tool error's code — and the seconds it took. A 503 of the front's in-flight
+    ceiling is retried after its ``Retry-After``, as a client would; the time counts it."""
+    host, port = base.removeprefix("http://").split(":")
+    body = json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {
+        "name": "mail_wait", "arguments": {"timeout_seconds": FULL_WAIT_SECONDS},
+        "_meta": {"progressToken": number}}}).encode()
+    request = (f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+               "MCP-Protocol-Version: 2025-06-18\r\nContent-Type: application/json\r\n"
+               "Accept: application/json, text/event-stream\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    began = time.monotonic()
+    while True:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(request)
+            answer = await reader.read(-1)
+        finally:
+            writer.close()
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if status != 503:
+            break
+        assert b"retry-after: 1" in head.lower(), head
+        await asyncio.sleep(1)
+    took = time.monotonic() - began
+    assert status == 200 and b"text/event-stream" in head, answer[:500]
+    data = [line[6:] for line in rest.split(b"\n") if line.startswith(b"data: ")]
+    final = json.loads(data[-1])
+    assert final["id"] == number, final
+    error = tool_error(final)
+    if error is None:
+        assert final["result"]["structuredContent"]["timed_out"] is True
+        return "ok", took
+    assert error["retryable"] is True, error
+    return error["code"], took
+
+
+async def test_1500_waits_on_two_workers_end_in_bound_and_leave_nothing_queued(
+        db_url, conn, own_redis, services, http):
+    _, _, _, token = await keyed_identity(conn, "desk@acme.example")
+    env = stack_env(db_url, own_redis.url, PM_WORKER_MAX_JOBS=str(FULL_MAX_JOBS),
+                    PM_RL_API_PER_MINUTE="100000", PM_STREAM_HEARTBEAT_SECONDS="10")
+    front, base, (first,) = await services.stack(env)
+    second = await services.worker(env)
+    wire = Wire(http, f"{base}/mcp", token)
+    redis = own_redis.client()
+    try:
+        await eventually(lambda: _beating(redis, env, FULL_WORKERS), 10, "both workers beat")
+        async with asyncio.timeout(FULL_END_SECONDS + 20):
+            ended = await asyncio.gather(*(full_wait(base, token, n)
+                                           for n in range(1, FULL_WAITS + 1)))
+        kinds = Counter(code for code, _ in ended)
+        assert set(kinds) <= {"ok", "unavailable"}, kinds
+        capacity = FULL_WORKERS * FULL_MAX_JOBS
+        # past capacity the rest are refused (a tie in arq's millisecond scores may admit one
+        # more a worker); the first capacity's worth of calls all get in
+        assert capacity // 2 <= kinds["ok"] <= capacity + FULL_WORKERS, kinds
+        slowest = {code: max(took for kind, took in ended if kind == code) for code in kinds}
+        assert max(slowest.values()) <= FULL_END_SECONDS, f"slowest by outcome: {slowest} ({kinds})"
+        await eventually(lambda: _empty(redis, env), 2, "the queue is empty after the burst")
+    finally:
+        await redis.aclose()
+    began = time.monotonic()
+    assert await wait(wire, 1) == "ok"
+    assert time.monotonic() - began <= 1 + 2
+    for service in (front, first, second):
+        no_traceback(service)
+
+
+async def _beating(redis: Redis, env: dict[str, str], count: int) -> bool:
+    alive = await redis.zcount(workers_key(env["PM_NAMESPACE"], "interactive"), time.time(), "+inf")
+    return alive >= count
 
 
 async def _empty(redis: Redis, env: dict[str, str]) -> bool:
