@@ -5,7 +5,9 @@ Only a message's own words count (``new_text``: quoted history and signature rem
 first said it; a sentence repeated word for word by a later message is kept for the earliest
 only. Patches keep their description, the notes after ``---`` and the diffstat summary line
 ("17 files changed, 30 insertions(+), 30 deletions(-)"); the diff itself, the per-file diffstat
-lines and the header lines of a quoted message ("From: … Date: …") are not sentences. Lines of a block that is indented or looks like program output (a
+lines, a cover letter's shortlog ("Suresh Jayaraman (10):" and the patch titles under it, each
+stated by its own patch) and the header lines of a quoted message ("From: … Date: …") are not
+sentences. Lines of a block that is indented or looks like program output (a
 compiler error, a shell prompt) are sentences one by one; prose is joined across line breaks and
 split at sentence ends.
 
@@ -33,6 +35,8 @@ MAX_SENTENCE_CHARS = 400
 _DIFF_START = re.compile(r"^(?:diff --git |Index: |--- a/|\+\+\+ b/|@@ )")
 _DIFFSTAT_LINE = re.compile(r"^\s*\S+\s+\|\s+(?:\d+\s*[+-]*|Bin .*)$")
 _DIFFSTAT_SUMMARY = re.compile(r"^\s*\d+ files? changed\b")
+#: The head of a git shortlog: an author and their patch count ("Suresh Jayaraman (10):").
+_SHORTLOG_HEAD = re.compile(r"^\S[^()]{0,80} \(\d+\):?\s*$")
 _TRAILER = re.compile(r"^\s*(?:Acked|Reviewed|Tested|Reported|Signed-off|Suggested|Cc)[- ]by:",
                       re.IGNORECASE)
 _PROGRAM_LINE = re.compile(r"^\s*(?:\$ |# |[\w./-]+:\d+(?::\d+)?:|[A-Z]{2,}\s{2,}|[\w./-]+\.[ch]:)")
@@ -68,13 +72,20 @@ class Sentence(msgspec.Struct, frozen=True, kw_only=True):
 def _blocks(text: str) -> list[list[str]]:
     """Paragraphs (lists of lines) of ``text`` without the diff and diffstat file lines."""
     blocks: list[list[str]] = [[]]
-    in_diff = False
+    in_diff = in_shortlog = False
     for line in text.replace("\r\n", "\n").split("\n"):
         if _DIFF_START.match(line):
             in_diff = True
         if in_diff:
             # a diff runs to the end of the part; a later "-- " signature was already removed
             continue
+        if _SHORTLOG_HEAD.match(line):
+            in_shortlog = True
+        if in_shortlog:
+            # the patch titles under it: indented lines, up to the first other line
+            if line[:1].isspace() and line.strip() or _SHORTLOG_HEAD.match(line):
+                continue
+            in_shortlog = False
         if _QUOTED_HEADER.match(line):
             continue
         if _DIFFSTAT_LINE.match(line) or line.strip() in ("---", "--", "..."):

@@ -45,6 +45,14 @@ def test_patches_keep_description_notes_and_diffstat_summary_only() -> None:
         "1 files changed, 4 insertions(+), 4 deletions(-)"]
 
 
+def test_a_cover_letters_shortlog_is_not_sentences_but_its_diffstat_summary_is() -> None:
+    m = message(1, "Suresh Jayaraman", "Comments are welcome.\n\nSuresh Jayaraman (2):\n"
+                "  cifs: register CIFS for caching\n  cifs: add mount option to enable caching\n"
+                "\n Kconfig |    9 ++\n 2 files changed, 9 insertions(+)\n\nThanks, Suresh.")
+    assert [s.text for s in sentences_of(m)] == [
+        "Comments are welcome.", "2 files changed, 9 insertions(+)", "Thanks, Suresh."]
+
+
 def test_header_lines_of_a_quoted_message_are_not_sentences() -> None:
     m = message(1, "David Miller", "From: Joe Perches <joe@perches.com>\n"
                 "Date: Sun, 14 Nov 2010 19:04:58 -0800\n\nApplied.")
