@@ -142,6 +142,11 @@ _TOPICS: dict[str, tuple[str, ...]] = {
                  r"\bverify your (email|account|identity)"),
 }
 _COMPILED = {name: [re.compile(p, _I) for p in pats] for name, pats in _TOPICS.items()}
+#: Each topic's phrases as one alternation: a topic none of whose phrases occurs scores 0 after
+#: one search a field instead of one a phrase (import profile, issue 14: the topic loop was a
+#: sixth of the import's CPU; this gate makes it about 3× faster with the same scores).
+_ANY_OF = {name: re.compile("|".join(f"(?:{p})" for p in pats), _I)
+           for name, pats in _TOPICS.items()}
 
 _URGENT = re.compile(
     r"\burgent(ly)?\b|\basap\b|\bas soon as possible\b|\bimmediate(ly)?\b|\bfinal (notice|reminder|demand)"
@@ -231,8 +236,11 @@ def _topic(msg: TriageInput, text: str) -> tuple[str | None, int]:
     best, best_score = None, 0
     names = " ".join(f for f, _ in msg.attachments if f)
     for name, patterns in _COMPILED.items():
-        score = sum(3 * bool(p.search(msg.subject)) + 2 * bool(names and p.search(names))
-                    + bool(p.search(text)) for p in patterns)
+        gate = _ANY_OF[name]
+        score = 0
+        if gate.search(msg.subject) or (names and gate.search(names)) or gate.search(text):
+            score = sum(3 * bool(p.search(msg.subject)) + 2 * bool(names and p.search(names))
+                        + bool(p.search(text)) for p in patterns)
         if name == "scheduling" and any(ct == "text/calendar" for _, ct in msg.attachments):
             score += 3
         if score > best_score:
