@@ -127,8 +127,12 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
                     return _result(found, request)
             until = min(next_beat, deadline, now + LOST_RECHECK_SECONDS if lost else deadline)
             try:
-                event = await asyncio.wait_for(events.get(), max(0.0, until - now))
-            except asyncio.TimeoutError:
+                # Not asyncio.wait_for: on Python 3.11 it returns the item its inner get took in
+                # the loop iteration in which this task is cancelled, swallowing the cancellation
+                # (CPython gh-86296), and the wait then ran on to its timeout.
+                async with asyncio.timeout(max(0.0, until - now)):
+                    event = await events.get()
+            except TimeoutError:
                 continue
             if isinstance(event, Lost):
                 lost = True

@@ -4,6 +4,7 @@ PostgreSQL and Redis pub/sub."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import datetime, timedelta, timezone
 
 import msgspec
@@ -150,3 +151,29 @@ async def test_cancellation_stops_at_the_next_checkpoint(setup, redis):
         await run_wait(pool, identity_id, request(identity_id, timeout_seconds=30),
                        heartbeat=0.2, cancel_after=0.5)
     assert asyncio.get_running_loop().time() - started < 2
+
+
+async def test_a_wait_cancelled_as_its_feed_is_lost_ends_there(setup, redis):
+    """The wait's task is cancelled in the very loop iteration in which the feed's ``LOST``
+    marker reaches it: both follow from one Redis outage (the worker closes its arq worker,
+    cancelling its jobs, as the pub/sub reader marks every queue lost). The wait ends there,
+    cancelled. Python 3.11's ``asyncio.wait_for`` instead returned the marker its inner get had
+    just taken, swallowing the cancellation: the wait ran on to its timeout, and the worker,
+    which waits for its cancelled jobs before it starts arq again, took no job meanwhile (the
+    fault suite's Redis-outage-mid-wait test failed about one run in ten on a loaded machine)."""
+    (db, feed), identity_id = setup
+    wait = asyncio.create_task(run_wait((db, feed), identity_id,
+                                        request(identity_id, timeout_seconds=30), heartbeat=10))
+    for _ in range(10):  # a few loop iterations: the wait is now blocked on its feed
+        await asyncio.sleep(0)
+    assert not wait.done()
+    feed._lose_all()  # what the reader does when the connection drops (shared.pubsub)
+    wait.cancel()  # in the same iteration, as the worker's close does
+    try:
+        done, _ = await asyncio.wait({wait}, timeout=2)
+        assert done, "the cancelled wait went on waiting: its cancellation was swallowed"
+        assert wait.cancelled(), wait
+    finally:
+        wait.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await wait
