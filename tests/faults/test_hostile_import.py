@@ -31,7 +31,11 @@ _MEASURED = ("import resource, subprocess, sys\n"
 
 
 def imported(db_url: str, folder: Path) -> tuple[dict, float, float]:
-    """``pylota import --json`` of ``folder``: the summary, seconds taken, peak RSS in MB."""
+    """``pylota import --json`` of ``folder``: the summary, seconds taken, peak RSS in MB.
+
+    Redis is unreachable on purpose (port 1): every stored message then logs the warning
+    ``new_mail_not_announced``, so each import is known to write a log line, and it must be on
+    stderr — a warning on stdout before the JSON was issue 9's defect 8."""
     env = {"DATABASE_URL": db_url, "REDIS_URL": "redis://127.0.0.1:1/0", "PM_DKIM_VERIFY": "false",
            "PATH": "/usr/bin:/bin"}
     began = time.monotonic()
@@ -41,8 +45,23 @@ def imported(db_url: str, folder: Path) -> tuple[dict, float, float]:
                           timeout=120)
     took = time.monotonic() - began
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = msgspec.json.decode(done.stdout)  # stdout is one JSON document, nothing else
-    return summary, took, int(done.stderr.strip().splitlines()[-1]) / 1024
+    try:
+        summary = msgspec.json.decode(done.stdout)
+    except msgspec.DecodeError:
+        raise AssertionError(f"stdout is not one JSON document:\n{done.stdout[:1000]}") from None
+    *logged, peak_kb = done.stderr.strip().splitlines()
+    assert any(_event(line) == "new_mail_not_announced" for line in logged), \
+        f"no warning on stderr:\n{done.stderr[-2000:]}"
+    return summary, took, int(peak_kb) / 1024
+
+
+def _event(line: str) -> str | None:
+    """The ``event`` of a JSON log line, None for any other line."""
+    try:
+        value = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    return value.get("event") if isinstance(value, dict) else None
 
 
 async def test_hostile_mail_imports_in_bounded_time_and_memory_with_json_only_on_stdout(
