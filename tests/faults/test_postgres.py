@@ -70,7 +70,8 @@ async def test_postgresql_down_every_request_gets_a_json_rpc_error_and_its_log_l
     # one request line per request, with its status, written while PostgreSQL is still down
     logged = {line["request_id"]: line for line in front.events("request")}
     for request_id in request_ids:
-        assert logged[request_id]["status"] == 503, logged.get(request_id)
+        assert request_id in logged, f"no request line for {request_id}"
+        assert logged[request_id]["status"] == 503, logged[request_id]
     no_traceback(front)
 
     await relay.start()

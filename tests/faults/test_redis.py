@@ -57,9 +57,8 @@ async def test_workers_survive_redis_restarts_and_waits_work_after(
         own_redis.stop()
         # each worker noticed the outage and is retrying, not exiting
         for w in (worker, batch):
-            await eventually(lambda w=w: len(w.events("worker_restarting")) > restarts[w.name],
-                             10, f"the {w.name} notices Redis went away")
-            assert w.alive(), w.text()[-3000:]
+            await eventually(lambda w=w: _restarting(w, restarts[w.name]), 10,
+                             f"the {w.name} notices Redis went away")
         await own_redis.start()
         back = time.monotonic()
         await eventually(lambda: wait_answers(wire), RECOVERY_SECONDS,
@@ -72,6 +71,13 @@ async def test_workers_survive_redis_restarts_and_waits_work_after(
         assert await w.stop() == 0
         assert w.events("worker_stopped")
     assert await front.stop() in STOPPED
+
+
+def _restarting(worker, before: int) -> bool:
+    """Whether ``worker`` logged a restart past its first ``before``; fails the test at once,
+    with its log, when the worker exited instead."""
+    assert worker.alive(), f"the {worker.name} exited:\n{worker.text()[-3000:]}"
+    return len(worker.events("worker_restarting")) > before
 
 
 async def running_jobs(redis) -> int:
