@@ -3,7 +3,9 @@ and REST — is answered at once with a JSON-RPC error (503, ``Retry-After``, -3
 ``unavailable`` envelope) or the REST envelope, never Litestar's plain 500, and writes its
 ``request`` log line; once PostgreSQL is back the front serves normally within a few seconds.
 PostgreSQL lost under running searches ends each of them the same way (a transaction's rollback
-on the dead connection once made that ``internal``).
+on the dead connection once made that ``internal``). PostgreSQL stuck — every pooled connection
+held by a statement that does not end — costs a request the acquire timeout, not the wait for a
+statement to end: admission takes a connection too, so an unbounded acquire hung every request.
 
 PostgreSQL is "down" for the front only: it reaches it through a relay the test cuts
 (``tests/faults/kit.py``), so the machine's server stays up for everyone else."""
@@ -131,3 +133,45 @@ async def test_postgresql_lost_mid_request_ends_each_call_cleanly(
 
 async def _serves(search) -> bool:
     return await search() == "ok"
+
+
+async def _waiting_for_a_lock(conn, count: int) -> bool:
+    return await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock'") >= count
+
+
+async def test_every_connection_stuck_a_request_is_refused_within_the_acquire_timeout(
+        db_url, conn, own_redis, services, http):
+    """Issue 9, defect 1: ``acquire`` had no timeout. Both connections of a pool of 2 are held
+    by requests whose statements wait for a lock the test holds; a third request is answered
+    ``unavailable`` within PM_DB_ACQUIRE_SECONDS, and all three are served once the lock goes."""
+    _, _, _, token = await keyed_identity(conn, "desk@acme.example")
+    env = stack_env(db_url, own_redis.url, PM_DB_POOL_SIZE="2",
+                    PM_DB_ACQUIRE_SECONDS=str(ACQUIRE_SECONDS))
+    front, base = await services.front(env)
+    wire = Wire(http, f"{base}/mcp", token)
+    response, _ = await wire.legacy("ping")
+    assert response.status_code == 200
+
+    async with conn.transaction():
+        await conn.execute("LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
+        stuck = [asyncio.create_task(wire.legacy("ping")) for _ in range(2)]
+        await eventually(lambda: _waiting_for_a_lock(conn, 2), 10,
+                         "both pooled connections wait for the lock")
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(ACQUIRE_SECONDS + 5):
+                response, messages = await wire.legacy("ping")
+        except TimeoutError:
+            raise AssertionError("a request waited for a pooled connection past"
+                                 f" PM_DB_ACQUIRE_SECONDS ({ACQUIRE_SECONDS:g} s)") from None
+        took = time.monotonic() - began
+        unavailable_rpc(response, messages, [])
+        assert took <= ACQUIRE_SECONDS + 1, f"answered after {took:.2f} s"
+    for done in await asyncio.gather(*stuck):
+        assert done[0].status_code == 200, done[0].text
+    response, _ = await wire.legacy("ping")
+    assert response.status_code == 200
+    no_traceback(front)
+    assert await front.stop() in STOPPED
