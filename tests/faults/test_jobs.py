@@ -194,8 +194,12 @@ async def test_a_killed_workers_calls_end_promptly_and_its_jobs_do_not_block_the
         await eventually(lambda: _running(redis, MAX_JOBS), 10, "every wait runs on the worker")
         doomed.process.send_signal(signal.SIGKILL)
         killed = time.monotonic()
-        async with asyncio.timeout(KILLED_END_SECONDS + 10):
-            codes = await asyncio.gather(*calls)
+        try:
+            async with asyncio.timeout(KILLED_END_SECONDS + 10):
+                codes = await asyncio.gather(*calls)
+        except TimeoutError:
+            raise AssertionError(f"the killed worker's calls had not ended"
+                                 f" {KILLED_END_SECONDS + 10:g} s after the kill") from None
         took = time.monotonic() - killed
         assert codes == ["unavailable"] * MAX_JOBS
         assert took <= KILLED_END_SECONDS, f"ended {took:.2f} s after the kill"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Awaitable
 
 import httpx
 import msgspec
@@ -46,6 +47,16 @@ def kind_of(response: httpx.Response, messages: list[dict]) -> str:
         assert error["code"] in ("unavailable", "rate_limited") and error["retryable"], error
         return error["code"]
     return "ok"
+
+
+async def ended_within(seconds: float, what: str, *calls: Awaitable[str]) -> list[str]:
+    """The outcomes of ``calls`` run together; fails the test when they have not all ended
+    within ``seconds`` (a wedged front: they would hang)."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await asyncio.gather(*calls)
+    except TimeoutError:
+        raise AssertionError(f"{what} had not all ended after {seconds:g} s") from None
 
 
 async def mailbox(conn) -> str:
@@ -94,14 +105,14 @@ async def test_a_burst_of_searches_ends_cleanly_and_the_front_keeps_answering(
     search_once = search(wire, validated=calls <= 120)
 
     began = time.monotonic()
-    async with asyncio.timeout(BURST_SECONDS[calls] + 5):
-        kinds = Counter(await asyncio.gather(*(search_once() for _ in range(calls))))
+    kinds = Counter(await ended_within(BURST_SECONDS[calls] + 5, f"the {calls} searches",
+                                       *(search_once() for _ in range(calls))))
     took = time.monotonic() - began
     assert took <= BURST_SECONDS[calls], f"the burst took {took:.1f} s: {kinds}"
     assert kinds["ok"] > 0, kinds
     assert set(kinds) <= {"ok", "unavailable", "shed"}, kinds
-    if calls > 100:  # PM_MAX_IN_FLIGHT's default: some of a burst past it are shed
-        assert sum(kinds.values()) == calls
+    if calls == 500:  # four times PM_MAX_IN_FLIGHT's default: the front sheds (400 measured)
+        assert kinds["shed"] > 0, f"nothing was shed: {kinds}"
 
     # not wedged: an unauthenticated request is answered at once, then a search as usual
     unauthenticated = Wire(http, f"{base}/mcp", None)
@@ -131,8 +142,8 @@ async def test_searches_never_hold_one_connection_while_waiting_for_another(
     front, base = await services.front(env)
     search_once = search(Wire(http, f"{base}/mcp", token))
     began = time.monotonic()
-    async with asyncio.timeout(30):
-        kinds = Counter(await asyncio.gather(*(search_once() for _ in range(20))))
+    kinds = Counter(await ended_within(30, "20 searches on a pool of 2",
+                                       *(search_once() for _ in range(20))))
     took = time.monotonic() - began
     assert kinds == {"ok": 20}, kinds
     assert took < 5, f"20 searches on 2 connections took {took:.1f} s"
