@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from shared.config import Settings
 from shared.errors import ErrorCode, PylotaError
 
-__all__ = ["Bucket", "RateLimits"]
+__all__ = ["Bucket", "RateLimits", "LEASE_SECONDS", "MAX_LEASE", "LEASE_SHARE", "WARM_KEY"]
 
 Bucket = Literal["RL_API", "RL_SEARCH", "RL_AGENTIC", "RL_SEND", "RL_SIGN"]
 
@@ -43,6 +43,8 @@ LEASE_SECONDS = 0.05
 MAX_LEASE = 64
 #: A lease takes at most this fraction (1/N) of the bucket's limit.
 LEASE_SHARE = 50
+#: The key id :meth:`RateLimits.warm` charges: not a key's (ids are ``key_`` and a ULID).
+WARM_KEY = "warm-up"
 #: Most (bucket, key) leases one process keeps; past it, expired ones are dropped first.
 MAX_LEASES = 10_000
 
@@ -77,6 +79,18 @@ class RateLimits:
             "RL_SIGN": RateLimitItemPerMinute(settings.pm_rl_sign_per_minute),
         }
         self._leases: dict[tuple[str, str], _Lease] = {}
+
+    async def warm(self) -> None:
+        """Open the limiter's Redis connection and load its script, so the first call does not
+        (one unit of the bucket of :data:`WARM_KEY`, which no key has).
+
+        Raises:
+            PylotaError: ``unavailable`` when Redis is down.
+        """
+        try:
+            await self._limiter.hit(self._items["RL_API"], WARM_KEY)
+        except (RedisError, OSError) as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, "The rate-limit store is unreachable.") from exc
 
     async def charge(self, bucket: Bucket, key_id: str) -> None:
         """Take one unit from ``bucket`` for ``key_id`` (from this process's lease when it
