@@ -1,14 +1,15 @@
 """Admitting a request: the bearer key and the RL_API charge, one piece for both surfaces.
 
 Spec section 2.1 steps 5 and 6, and section 7: "Buckets are shared with REST, so a key has one
-budget whichever interface it uses". The MCP transport calls :func:`admit` at its ladder's
+budget whichever interface it uses". Keys come from the front's memory when it holds them
+(``shared.auth.cache``), else from PostgreSQL. The MCP transport calls :func:`admit` at its ladder's
 authentication rung, the REST routes before anything else (``front.rest.routes``).
 """
 
 from __future__ import annotations
 
 from front.resources import Resources
-from shared.auth.keys import Principal, authenticate
+from shared.auth.keys import Principal
 from shared.errors import ErrorCode, PylotaError, dependency_failure
 
 __all__ = ["admit"]
@@ -23,8 +24,7 @@ async def admit(res: Resources, authorization: str | None) -> Principal:
             ``unavailable`` (PostgreSQL or Redis down).
     """
     try:
-        async with res.db.acquire() as conn:
-            found = await authenticate(conn, authorization)
+        found = await res.keys.authenticate(res.db, authorization)
     except PylotaError:
         raise
     except Exception as exc:  # noqa: BLE001 - a lost dependency, rendered by the surface

@@ -2,7 +2,8 @@
 
 :func:`open_resources` opens the PostgreSQL pool (``shared.db.Database``: every acquire bounded),
 one Redis ``BlockingConnectionPool`` shared by the client, arq and the job-event subscriptions
-(STACK.md section 3), the rate-limit buckets, and the worker watch; :meth:`Resources.close`
+(STACK.md section 3), the rate-limit buckets, the worker watch, and the keys kept in memory
+(``shared.auth.cache``, listening on a PostgreSQL connection of its own); :meth:`Resources.close`
 closes them. Nothing here needs PostgreSQL or Redis to be up: a front starts during an outage
 and serves as soon as they are back.
 """
@@ -18,6 +19,7 @@ from arq.connections import ArqRedis
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from front.watch import WorkerWatch
+from shared.auth.cache import KeyCache
 from shared.config import Settings
 from shared.db import Database, open_database
 from shared.events import JobEvent, job_channel
@@ -43,6 +45,7 @@ class Resources:
     job_events: Subscriptions[JobEvent]
     workers: WorkerWatch
     limits: RateLimits
+    keys: KeyCache
     calls: CallEnv
 
     @property
@@ -68,14 +71,17 @@ async def open_resources(settings: Settings, tools: Sequence[ToolSpec]
         redis, job_channel("*"), lambda raw: msgspec.json.decode(raw, type=JobEvent))
     workers = WorkerWatch(redis, settings)
     limits = RateLimits(settings)
+    keys = KeyCache(settings.database_url)
     await job_events.start()
     await workers.start()
+    await keys.start()
     try:
         yield Resources(settings=settings, db=db, redis=redis, arq=arq, job_events=job_events,
-                        workers=workers, limits=limits,
+                        workers=workers, limits=limits, keys=keys,
                         calls=CallEnv(db=db, redis=redis, limits=limits, settings=settings,
                                       tools=tuple(tools)))
     finally:
+        await keys.stop()
         await workers.stop()
         await job_events.stop()
         await db.close()

@@ -12,6 +12,7 @@ import hmac
 import logging
 import sys
 
+import msgspec
 import structlog
 
 __all__ = ["configure", "get_logger", "query_hash"]
@@ -23,7 +24,10 @@ def configure(level: str) -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(),
+            # msgspec renders a line in about half the time of json.dumps (issue 14: two lines
+            # a call); anything it cannot encode is written as its repr, as json.dumps's
+            # fallback in structlog does.
+            structlog.processors.JSONRenderer(serializer=_render),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelName(level.upper()) if isinstance(
@@ -33,6 +37,13 @@ def configure(level: str) -> None:
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=repr)
+
+
+def _render(event: dict[str, object], **_: object) -> str:
+    return _ENCODER.encode(event).decode()
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

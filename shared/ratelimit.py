@@ -1,14 +1,27 @@
 """Per-key rate-limit buckets on Redis (DESIGN.md section 5.3), with the ``limits`` library.
 
-The buckets are shared by every interface, so a key has one budget whichever way it calls. The
-server never sleeps on a limit: an exhausted bucket raises ``rate_limited`` with
+The buckets are shared by every interface and every front, so a key has one budget whichever way
+it calls. The server never sleeps on a limit: an exhausted bucket raises ``rate_limited`` with
 ``details.retry_after`` (seconds) and ``details.reset_at``.
+
+**Leases** (issue 14: a Redis round trip on every call was as costly as the tool's own read). A
+key calling a front fast takes several units from Redis at once and spends them in memory: as
+many as the front expects of it in the next :data:`LEASE_SECONDS` (and one for each call waiting
+meanwhile), at most :data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The
+units are charged in Redis when taken, so every front together still never lets more calls
+through than the limit; units a front has not spent within :data:`LEASE_SECONDS` are dropped,
+which can cost a key at most one lease of its budget. When a lease does not fit what is left,
+one unit is asked for instead, so the last calls before the limit are counted exactly. At the
+default limits (600 calls a minute and less, so a lease holds at most 12 units) a key within its
+limit takes one unit at a time unless its calls overlap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal
 
@@ -20,9 +33,35 @@ from redis.exceptions import RedisError
 from shared.config import Settings
 from shared.errors import ErrorCode, PylotaError
 
-__all__ = ["Bucket", "RateLimits"]
+__all__ = ["Bucket", "RateLimits", "LEASE_SECONDS", "MAX_LEASE", "LEASE_SHARE", "WARM_KEY"]
 
 Bucket = Literal["RL_API", "RL_SEARCH", "RL_AGENTIC", "RL_SEND", "RL_SIGN"]
+
+#: Seconds of a key's expected calls one lease covers, and how long its units stay spendable.
+LEASE_SECONDS = 0.05
+#: Most units one lease takes.
+MAX_LEASE = 64
+#: A lease takes at most this fraction (1/N) of the bucket's limit.
+LEASE_SHARE = 50
+#: The key id :meth:`RateLimits.warm` charges: not a key's (ids are ``key_`` and a ULID).
+WARM_KEY = "warm-up"
+#: Most (bucket, key) leases one process keeps; past it, expired ones are dropped first.
+MAX_LEASES = 10_000
+
+
+@dataclass(slots=True)
+class _Lease:
+    """Units of one key's bucket taken from Redis and not spent yet."""
+
+    units: int = 0
+    #: ``time.monotonic()`` after which the units left are dropped.
+    expires: float = 0.0
+    #: Calls of the key since :attr:`since`, for the rate the next lease is sized by.
+    calls: int = 0
+    since: float = 0.0
+    #: Calls waiting for the lease being taken now (:attr:`taking`, True once it is taken).
+    waiting: int = 0
+    taking: asyncio.Future[bool] | None = None
 
 
 class RateLimits:
@@ -39,19 +78,95 @@ class RateLimits:
             "RL_SEND": RateLimitItemPerMinute(settings.pm_rl_send_per_minute),
             "RL_SIGN": RateLimitItemPerMinute(settings.pm_rl_sign_per_minute),
         }
+        self._leases: dict[tuple[str, str], _Lease] = {}
+
+    async def warm(self) -> None:
+        """Open the limiter's Redis connection and load its script, so the first call does not
+        (one unit of the bucket of :data:`WARM_KEY`, which no key has).
+
+        Raises:
+            PylotaError: ``unavailable`` when Redis is down.
+        """
+        try:
+            await self._limiter.hit(self._items["RL_API"], WARM_KEY)
+        except (RedisError, OSError) as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, "The rate-limit store is unreachable.") from exc
 
     async def charge(self, bucket: Bucket, key_id: str) -> None:
-        """Take one unit from ``bucket`` for ``key_id``.
+        """Take one unit from ``bucket`` for ``key_id`` (from this process's lease when it
+        holds one: see the module docstring).
 
         Raises:
             PylotaError: ``rate_limited`` when the bucket is empty; ``unavailable`` when Redis is
                 down.
         """
         item = self._items[bucket]
-        try:
-            allowed = await self._limiter.hit(item, key_id)
-            if allowed:
+        lease = self._lease(bucket, key_id)
+        alone = False  # set once a lease this call waited for failed: it then asks by itself
+        while True:
+            now = time.monotonic()
+            if lease.units > 0 and now < lease.expires:
+                lease.units -= 1
+                lease.calls += 1
                 return
+            if lease.taking is None or alone:
+                break
+            lease.waiting += 1
+            try:
+                alone = not await asyncio.shield(lease.taking)
+            finally:
+                lease.waiting -= 1
+        taking = None
+        if lease.taking is None:
+            taking = lease.taking = asyncio.get_running_loop().create_future()
+        units = 0
+        try:
+            units = await self._take(item, key_id, self._lease_size(item, lease, now))
+        finally:
+            if taking is not None:
+                taking.set_result(units > 0)
+                lease.taking = None
+        if units == 0:
+            await self._refuse(bucket, item, key_id)
+        lease.units, lease.expires = units - 1, time.monotonic() + LEASE_SECONDS
+        lease.calls, lease.since = 1, now
+
+    def _lease(self, bucket: Bucket, key_id: str) -> _Lease:
+        found = self._leases.get((bucket, key_id))
+        if found is None:
+            if len(self._leases) >= MAX_LEASES:
+                now = time.monotonic()
+                self._leases = {k: v for k, v in self._leases.items()
+                                if v.expires > now or v.taking is not None}
+                if len(self._leases) >= MAX_LEASES:
+                    self._leases.clear()  # only a flood of keys gets here: start afresh
+            found = self._leases[(bucket, key_id)] = _Lease()
+        return found
+
+    @staticmethod
+    def _lease_size(item: RateLimitItemPerMinute, lease: _Lease, now: float) -> int:
+        """Units to take: the calls expected in :data:`LEASE_SECONDS` at the key's recent rate,
+        plus those waiting now, within :data:`MAX_LEASE` and the bucket's share."""
+        cap = min(MAX_LEASE, max(1, item.amount // LEASE_SHARE))
+        elapsed = now - lease.since
+        expected = math.ceil(lease.calls / elapsed * LEASE_SECONDS) if elapsed > 0 else 1
+        return max(1, min(cap, expected + lease.waiting))
+
+    async def _take(self, item: RateLimitItemPerMinute, key_id: str, size: int) -> int:
+        """Charge ``size`` units in Redis, or one when those do not fit; the units charged
+        (0: not even one)."""
+        try:
+            if await self._limiter.hit(item, key_id, cost=size):
+                return size
+            if size > 1 and await self._limiter.hit(item, key_id):
+                return 1
+        except (RedisError, OSError) as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, "The rate-limit store is unreachable.") from exc
+        return 0
+
+    async def _refuse(self, bucket: Bucket, item: RateLimitItemPerMinute, key_id: str) -> None:
+        """Raise ``rate_limited`` with when to retry."""
+        try:
             stats = await self._limiter.get_window_stats(item, key_id)
         except (RedisError, OSError) as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, "The rate-limit store is unreachable.") from exc

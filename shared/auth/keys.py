@@ -28,11 +28,13 @@ import msgspec
 from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, new_id
-from shared.tenancy.store import STANDING_COLUMNS, KeyStanding, identity_tenant_id, tenant_mode
+from shared.tenancy.store import (OWN_IDENTITY_COLUMN, STANDING_COLUMNS, Identity, KeyStanding,
+                                  identity_tenant_id, own_identity, tenant_mode)
 
-__all__ = ["Principal", "KeyInfo", "LAST_USED_RESOLUTION", "MODES", "create_key",
-           "create_partner_key", "create_platform_key", "authenticate", "hash_token",
-           "list_keys", "revoke_key", "live_key_count"]
+__all__ = ["Principal", "KeyInfo", "KeyRecord", "LAST_USED_RESOLUTION", "MODES", "create_key",
+           "create_partner_key", "create_platform_key", "authenticate", "bearer_token",
+           "read_key", "admit_key", "use_is_stale", "note_use", "hash_token", "list_keys",
+           "revoke_key", "live_key_count"]
 
 #: How stale ``last_used_at`` may get before authentication writes it again.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -50,6 +52,9 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     identity_id: str | None
     permissions: frozenset[Permission]
     mode: str
+    #: An identity key's own identity as authentication read it (None for other keys), so
+    #: that resolving it costs no second statement (``shared.tools.scope.identity_for``).
+    identity: Identity | None = None
 
 
 class KeyInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -181,53 +186,120 @@ async def create_platform_key(conn: asyncpg.Connection, *, permissions: list[Per
                          expires_at=expires_at)
 
 
+class KeyRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A key as authentication reads it, in one statement (:func:`read_key`): its row, its
+    standing (``partner_status``, ``tenant_mode``) and, for an identity key, its own identity.
+    :func:`admit_key` decides from it alone, so a front may keep it in memory
+    (``shared.auth.cache``)."""
+
+    key_id: str
+    level: KeyLevel
+    partner_id: str | None
+    tenant_id: str | None
+    identity_id: str | None
+    permissions: frozenset[Permission]
+    mode: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+    standing: KeyStanding
+    identity: Identity | None
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The API key of an ``Authorization`` header value (``Bearer pmk_…``, scheme in any case).
+
+    Raises:
+        PylotaError: ``unauthenticated`` when it is missing or not a Pylota key.
+    """
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token.startswith(("pmk_live_", "pmk_test_")):
+        raise PylotaError(ErrorCode.UNAUTHENTICATED, "A valid bearer API key is required.")
+    return token
+
+
+async def read_key(conn: asyncpg.Connection, token_hash: bytes) -> KeyRecord | None:
+    """The key whose token hashes to ``token_hash`` (:func:`hash_token`), with its standing and
+    an identity key's own identity, in one round trip (this runs for every request the front
+    does not answer from memory); None when no key has that hash."""
+    row = await conn.fetchrow(
+        "SELECT k.id, k.level, k.partner_id, k.tenant_id, k.identity_id, k.permissions, k.mode,"
+        f" k.expires_at, k.revoked_at, k.last_used_at, {STANDING_COLUMNS}, {OWN_IDENTITY_COLUMN}"
+        " FROM api_keys k WHERE k.token_hash = $1", token_hash)
+    if row is None:
+        return None
+    return KeyRecord(
+        key_id=row["id"], level=KeyLevel(row["level"]), partner_id=row["partner_id"],
+        tenant_id=row["tenant_id"], identity_id=row["identity_id"],
+        permissions=frozenset(Permission(p) for p in row["permissions"]), mode=row["mode"],
+        expires_at=row["expires_at"], revoked_at=row["revoked_at"],
+        last_used_at=row["last_used_at"],
+        standing=KeyStanding(partner_status=row["partner_status"],
+                             tenant_mode=row["tenant_mode"]),
+        identity=own_identity(row["own_identity"]))
+
+
+def admit_key(record: KeyRecord, token: str, now: datetime) -> Principal:
+    """The principal of ``record`` presented as ``token`` at ``now``, if the key may act.
+
+    Raises:
+        PylotaError: ``key_revoked``, ``key_expired``, ``unauthenticated`` for a key whose mode
+            is not its tenant's (HTTP 401), or ``partner_suspended`` (403) when the key's partner,
+            or its tenant's, is suspended.
+    """
+    if record.revoked_at is not None:
+        raise PylotaError(ErrorCode.KEY_REVOKED, "This API key was revoked.")
+    if record.expires_at is not None and record.expires_at <= now:
+        raise PylotaError(ErrorCode.KEY_EXPIRED, "This API key has expired.")
+    if record.standing.partner_status == "suspended":
+        raise PylotaError(ErrorCode.PARTNER_SUSPENDED, "This key's partner is suspended.",
+                          fix="Contact the platform operator.")
+    # L4: a test key never acts on a live tenant, nor a live key on a test tenant.
+    if not token.startswith(f"pmk_{record.mode}_") or (
+            record.tenant_id is not None and record.standing.tenant_mode != record.mode):
+        raise PylotaError(ErrorCode.UNAUTHENTICATED,
+                          "This API key's mode (live or test) is not its tenant's.",
+                          fix="Use a pmk_test_… key for a test tenant and a pmk_live_… key for "
+                              "a live one.")
+    return Principal(key_id=record.key_id, level=record.level, partner_id=record.partner_id,
+                     tenant_id=record.tenant_id, identity_id=record.identity_id,
+                     permissions=record.permissions, mode=record.mode, identity=record.identity)
+
+
+def use_is_stale(last_used_at: datetime | None, now: datetime) -> bool:
+    """Whether ``last_used_at`` is old enough (:data:`LAST_USED_RESOLUTION`) to be written."""
+    return last_used_at is None or last_used_at <= now - LAST_USED_RESOLUTION
+
+
+async def note_use(conn: asyncpg.Connection, key_id: str) -> None:
+    """Set the key's ``last_used_at`` to now, unless another front did within the minute."""
+    # The guard repeats the check in SQL, so fronts racing on one key write once.
+    await conn.execute(
+        "UPDATE api_keys SET last_used_at = now() WHERE id = $1"
+        " AND (last_used_at IS NULL OR last_used_at <= now() - $2::interval)",
+        key_id, LAST_USED_RESOLUTION)
+
+
 async def authenticate(conn: asyncpg.Connection, authorization: str | None) -> Principal:
     """Resolve an ``Authorization`` header value to a principal (spec section 2.1 step 5), and
-    note the key's use (at most once a minute).
+    note the key's use (at most once a minute). A front does the same through
+    :class:`shared.auth.cache.KeyCache`, which keeps keys in memory.
 
     Raises:
         PylotaError: ``unauthenticated`` (missing, malformed or unknown, or a key whose mode is
             not its tenant's), ``key_expired``, ``key_revoked`` (all HTTP 401), or
             ``partner_suspended`` (403) when the key's partner, or its tenant's, is suspended.
     """
-    scheme, _, token = (authorization or "").strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token.startswith(("pmk_live_", "pmk_test_")):
-        raise PylotaError(ErrorCode.UNAUTHENTICATED, "A valid bearer API key is required.")
-    # The key and its standing in one round trip: this runs on every request.
-    row = await conn.fetchrow(
-        "SELECT k.id, k.level, k.partner_id, k.tenant_id, k.identity_id, k.permissions, k.mode,"
-        f" k.expires_at, k.revoked_at, k.last_used_at, {STANDING_COLUMNS}"
-        " FROM api_keys k WHERE k.token_hash = $1", hash_token(token))
-    if row is None:
+    token = bearer_token(authorization)
+    record = await read_key(conn, hash_token(token))
+    if record is None:
         raise PylotaError(ErrorCode.UNAUTHENTICATED, "This API key is not known.")
-    if row["revoked_at"] is not None:
-        raise PylotaError(ErrorCode.KEY_REVOKED, "This API key was revoked.")
     now = datetime.now(timezone.utc)
-    if row["expires_at"] is not None and row["expires_at"] <= now:
-        raise PylotaError(ErrorCode.KEY_EXPIRED, "This API key has expired.")
-    standing = KeyStanding(partner_status=row["partner_status"], tenant_mode=row["tenant_mode"])
-    if standing.partner_status == "suspended":
-        raise PylotaError(ErrorCode.PARTNER_SUSPENDED, "This key's partner is suspended.",
-                          fix="Contact the platform operator.")
-    # L4: a test key never acts on a live tenant, nor a live key on a test tenant.
-    if not token.startswith(f"pmk_{row['mode']}_") or (
-            row["tenant_id"] is not None and standing.tenant_mode != row["mode"]):
-        raise PylotaError(ErrorCode.UNAUTHENTICATED,
-                          "This API key's mode (live or test) is not its tenant's.",
-                          fix="Use a pmk_test_… key for a test tenant and a pmk_live_… key for "
-                              "a live one.")
-    if row["last_used_at"] is None or row["last_used_at"] <= now - LAST_USED_RESOLUTION:
-        # The guard repeats the check in SQL, so fronts racing on one key write once.
-        await conn.execute(
-            "UPDATE api_keys SET last_used_at = now() WHERE id = $1"
-            " AND (last_used_at IS NULL OR last_used_at <= now() - $2::interval)",
-            row["id"], LAST_USED_RESOLUTION)
-    return Principal(
-        key_id=row["id"], level=KeyLevel(row["level"]), partner_id=row["partner_id"],
-        tenant_id=row["tenant_id"], identity_id=row["identity_id"],
-        permissions=frozenset(Permission(p) for p in row["permissions"]), mode=row["mode"],
-    )
+    principal = admit_key(record, token, now)
+    if use_is_stale(record.last_used_at, now):
+        await note_use(conn, record.key_id)
+    return principal
 
 
 async def list_keys(conn: asyncpg.Connection, tenant_id: str | None = None, *,

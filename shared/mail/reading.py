@@ -43,9 +43,9 @@ async def annotate(conn: asyncpg.Connection, records: list[MessageRecord]) -> No
 async def read_message(conn: asyncpg.Connection, identity_id: str, message_id: str, *,
                        include_text: bool = False, include_headers: bool = False
                        ) -> MessageRecord | None:
-    """``shared.mail.store.get_message`` with :func:`annotate` done, in two round trips (the
-    message with its triage, trust and references in one statement, then its attachments)
-    instead of five; None when ``identity_id`` has no such message."""
+    """``shared.mail.store.get_message`` with :func:`annotate` done, in one round trip (the
+    message with its attachments, triage, trust and references in one statement) instead of
+    five; None when ``identity_id`` has no such message."""
     found = await get_message_with(conn, identity_id, message_id,
                                    (TRIAGE_COLUMN, TRUST_COLUMN, REFS_COLUMN),
                                    include_text=include_text, include_headers=include_headers)

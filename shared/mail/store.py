@@ -260,6 +260,14 @@ def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_t
     )
 
 
+#: A message's attachments in its own statement (``m``), in part order, as one jsonb array of
+#: :class:`AttachmentInfo` objects: one round trip fewer for the message reader (issue 14).
+_ATTACHMENTS_COLUMN = """(SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', a.id, 'filename', a.filename, 'content_type', a.content_type, 'size', a.size,
+        'disposition', a.disposition) ORDER BY a.part_index), '[]'::jsonb)
+    FROM attachments a WHERE a.message_id = m.id) AS attachment_list"""
+
+
 async def _attachments_of(conn: asyncpg.Connection, message_ids: list[str]
                           ) -> dict[str, list[AttachmentInfo]]:
     rows = await conn.fetch(
@@ -293,14 +301,15 @@ async def get_message_with(conn: asyncpg.Connection, identity_id: str, message_i
                            ) -> tuple[MessageRecord, asyncpg.Record] | None:
     """:func:`get_message` whose row also holds ``columns`` (SQL expressions on ``messages m``
     that their owner modules give, e.g. ``shared.mail.triage.TRIAGE_COLUMN``), read in the
-    message's statement: one snapshot, one round trip. Returns the record and the row."""
+    message's statement, with its attachments: one snapshot, one round trip. Returns the record
+    and the row."""
     row = await conn.fetchrow(
-        f"SELECT {_MESSAGE_COLUMNS}, {', '.join(columns)} FROM messages m"
+        f"SELECT {_MESSAGE_COLUMNS}, {_ATTACHMENTS_COLUMN}, {', '.join(columns)} FROM messages m"
         " WHERE m.id = $1 AND m.identity_id = $2", message_id, identity_id)
     if row is None:
         return None
-    atts = await _attachments_of(conn, [message_id])
-    return _record(row, atts.get(message_id, []), include_text=include_text,
+    attachments = msgspec.convert(row["attachment_list"], list[AttachmentInfo])
+    return _record(row, attachments, include_text=include_text,
                    include_headers=include_headers), row
 
 

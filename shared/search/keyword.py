@@ -186,12 +186,19 @@ def narrowed(where: str, loose: str | None, params: list[Any]) -> str:
 
 @contextlib.asynccontextmanager
 async def _planned(conn: asyncpg.Connection) -> AsyncIterator[None]:
-    async with conn.transaction():
-        # a generic plan would keep "numnode(q) = 0 OR tsv @@ q" unfolded, and never use GIN;
-        # both settings in one round trip (a simple query may hold several statements)
-        await conn.execute("SET LOCAL enable_seqscan = off;"
-                           " SET LOCAL plan_cache_mode = force_custom_plan")
+    # A generic plan would keep "numnode(q) = 0 OR tsv @@ q" unfolded, and never use GIN. The
+    # transaction and both settings in one round trip (a simple query may hold several
+    # statements; issue 14: round trips are a search's cost); a transaction left open by a
+    # cancelled call is rolled back when the pool takes the connection back.
+    await conn.execute("BEGIN READ ONLY; SET LOCAL enable_seqscan = off;"
+                       " SET LOCAL plan_cache_mode = force_custom_plan")
+    try:
         yield
+    except BaseException:
+        if not conn.is_closed() and conn.is_in_transaction():
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
 
 
 async def keyword_ranked(conn: asyncpg.Connection, scope: Scope, root: Node | None,

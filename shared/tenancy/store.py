@@ -25,7 +25,8 @@ __all__ = [
     "set_partner_status", "list_partners", "create_tenant", "get_tenant", "resolve_tenant",
     "set_tenant_policy", "create_identity", "resolve_identity", "list_identities",
     "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
-    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "STANDING_COLUMNS", "address_domains",
+    "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "STANDING_COLUMNS",
+    "OWN_IDENTITY_COLUMN", "own_identity", "address_domains",
     "set_agentic_limits", "AGENTIC_STEPS", "AGENTIC_SECONDS",
 ]
 
@@ -394,6 +395,17 @@ STANDING_COLUMNS = """(SELECT p.status FROM partners p
         WHERE p.id = coalesce(k.partner_id, (SELECT t.partner_id FROM tenants t
                                              WHERE t.id = k.tenant_id))) AS partner_status,
     (SELECT t.mode FROM tenants t WHERE t.id = k.tenant_id) AS tenant_mode"""
+
+
+#: An identity key's own identity as one jsonb column of the key's statement (``k``):
+#: authentication reads it with the key, so the identity costs no second round trip.
+OWN_IDENTITY_COLUMN = f"""(SELECT to_jsonb(own) FROM ({_IDENTITY_SELECT}
+        WHERE i.id = k.identity_id GROUP BY i.id) own) AS own_identity"""
+
+
+def own_identity(value: dict[str, object] | None) -> Identity | None:
+    """The :class:`Identity` of :data:`OWN_IDENTITY_COLUMN`'s value (None stays None)."""
+    return None if value is None else msgspec.convert(value, Identity)
 
 
 async def key_standing(conn: asyncpg.Connection, *, partner_id: str | None,

@@ -71,7 +71,8 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
     """
     if principal.level is KeyLevel.IDENTITY:
         assert principal.identity_id is not None
-        own = await resolve_identity(conn, principal.identity_id)
+        # Authentication read the key's own identity with the key (None: it is gone).
+        own = principal.identity or await resolve_identity(conn, principal.identity_id)
         if identity is not None and identity not in (own.id, *own.addresses) \
                 and identity.strip().lower() not in own.addresses:
             raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,

@@ -3,6 +3,7 @@ from its setting, two processes share one budget, and a refusal says when to ret
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 from typing import get_args
 
@@ -10,13 +11,23 @@ import pytest
 
 from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
-from shared.ratelimit import Bucket, RateLimits
+from shared.ratelimit import LEASE_SECONDS, LEASE_SHARE, Bucket, RateLimits
 from tests.conftest import settings_for
+from tests.faults.kit import OwnRedis
 
 #: The setting of each bucket (README configuration table).
 SETTING = {"RL_API": "pm_rl_api_per_minute", "RL_SEARCH": "pm_rl_search_per_minute",
            "RL_AGENTIC": "pm_rl_agentic_per_minute", "RL_SEND": "pm_rl_send_per_minute",
            "RL_SIGN": "pm_rl_sign_per_minute"}
+
+
+@pytest.fixture
+async def own_redis():
+    """A Redis of this test alone, so that its command count is this test's."""
+    server = OwnRedis()
+    await server.start()
+    yield server
+    server.stop()
 
 
 def test_every_bucket_has_a_setting():
@@ -44,3 +55,60 @@ async def test_a_bucket_holds_its_configured_limit_per_key_across_processes(buck
     await front_a.charge(bucket, other_key)  # another key has its own budget
     for neighbour in set(get_args(Bucket)) - {bucket}:
         await front_a.charge(neighbour, key)  # and so does every other bucket
+
+
+async def _allowed(limits: RateLimits, bucket: Bucket, key: str) -> bool:
+    try:
+        await limits.charge(bucket, key)
+    except PylotaError as exc:
+        assert exc.code is ErrorCode.RATE_LIMITED
+        return False
+    return True
+
+
+async def test_overlapping_calls_of_one_key_share_a_lease_of_units(own_redis):
+    """A burst of one key's calls takes its units from Redis a lease at a time, not one round
+    trip a call (issue 14); the units are still charged there."""
+    limits = RateLimits(settings_for("postgresql://unused", redis_url=own_redis.url,
+                                     pm_rl_api_per_minute=100_000))
+    key = new_id(Prefix.KEY)
+    client = own_redis.client()
+    before = await _commands(client)
+    assert all(await asyncio.gather(*(_allowed(limits, "RL_API", key) for _ in range(200))))
+    trips = await _commands(client) - before
+    assert trips <= 200 / 10, f"{trips} round trips for 200 calls"
+    await client.aclose()
+
+
+async def test_leases_never_let_two_processes_past_the_limit_together(own_redis):
+    for limit in (100, 1_000):
+        settings = settings_for("postgresql://unused", redis_url=own_redis.url,
+                                pm_rl_api_per_minute=limit)
+        fronts = (RateLimits(settings), RateLimits(settings))
+        key = new_id(Prefix.KEY)
+        allowed = await asyncio.gather(*(_allowed(fronts[n % 2], "RL_API", key)
+                                         for n in range(limit + limit // 5)))
+        cap = max(1, limit // LEASE_SHARE)
+        # Units a front holds but has not spent yet are the only slack: at most a lease each.
+        assert limit - 2 * (cap - 1) <= sum(allowed) <= limit, (limit, sum(allowed))
+
+
+async def test_units_not_spent_in_time_are_dropped(own_redis):
+    limits = RateLimits(settings_for("postgresql://unused", redis_url=own_redis.url,
+                                     pm_rl_api_per_minute=100_000))
+    key = new_id(Prefix.KEY)
+    await asyncio.gather(*(limits.charge("RL_API", key) for _ in range(20)))
+    client = own_redis.client()
+    await asyncio.sleep(LEASE_SECONDS * 2)
+    before = await _commands(client)
+    await limits.charge("RL_API", key)
+    assert await _commands(client) - before == 1  # asked Redis again
+    await client.aclose()
+
+
+async def _commands(client) -> int:
+    """Scripts the Redis has run: the limiter's round trips (the commands a script runs count
+    in INFO too, so they are left out)."""
+    stats = await client.info("commandstats")
+    return sum(stats.get(name, {}).get("calls", 0)
+               for name in ("cmdstat_evalsha", "cmdstat_eval"))
