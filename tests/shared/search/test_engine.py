@@ -9,8 +9,9 @@ import pytest
 from shared.db import open_database
 from shared.embeddings.embedder import HashEmbedder
 from shared.embeddings.store import embed_pending
+from shared.errors import dependency_failure
 from shared.search.engine import Outcome, run_search
-from shared.search.keyword import Filters, Scope
+from shared.search.keyword import Filters, Scope, _planned
 from shared.search.query import parse
 from shared.search.semantic import SemanticEngine
 from tests.shared.search.conftest import OWN, Mailbox
@@ -200,3 +201,21 @@ async def test_snippets_say_where_they_cut(box: Mailbox) -> None:
     # matched in the subject only: the stored snippet, which marks its own cut
     assert hits["Gearbox"].startswith("All fine now.") and hits["Gearbox"].endswith("…")
     assert "«" not in hits["Gearbox"]
+
+
+async def test_a_connection_lost_in_a_planned_search_raises_the_loss(db_url: str) -> None:
+    """PostgreSQL ends the connection in the middle of a search's planned transaction: what
+    leaves the search is the loss, which the call pipeline renders ``unavailable`` (issue 9).
+    asyncpg detaches a lost connection from its pool proxy, so the rollback attempted on the
+    way out raised ``InterfaceError`` ("released back to the pool") in its place, and the call
+    ended ``internal`` (the fault suite's PostgreSQL-lost test, about one run in two)."""
+    db = await open_database(db_url, size=1, acquire_seconds=5)
+    try:
+        async with db.acquire() as pooled:
+            with pytest.raises(Exception) as raised:
+                async with _planned(pooled):
+                    # the server ends this very connection while its query runs
+                    await pooled.fetch("SELECT pg_terminate_backend(pg_backend_pid())")
+    finally:
+        await db.close()
+    assert dependency_failure(raised.value) is not None, repr(raised.value)
