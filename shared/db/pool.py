@@ -71,7 +71,7 @@ class Database:
         try:
             yield conn
         finally:
-            await self._pool.release(conn)
+            await self._give_back(conn)
 
     @contextlib.asynccontextmanager
     async def acquire_free(self) -> AsyncIterator[asyncpg.Connection | None]:
@@ -97,7 +97,19 @@ class Database:
         try:
             yield conn
         finally:
-            await pool.release(conn)
+            await self._give_back(conn)
+
+    async def _give_back(self, conn: asyncpg.Connection) -> None:
+        """Release ``conn`` to the pool. When PostgreSQL's loss reaches asyncpg while it
+        releases, asyncpg has given the connection back itself and its own release raises
+        ``InternalClientError`` on the free holder: there is nothing left to give back, and that
+        error must not take the place of what the caller's block ended with (the loss,
+        ``unavailable``; issue 9)."""
+        try:
+            await self._pool.release(conn)
+        except asyncpg.InternalClientError as exc:
+            if "free connection holder" not in str(exc):
+                raise
 
     @property
     def pool(self) -> Database:
