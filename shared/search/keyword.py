@@ -195,8 +195,11 @@ async def _planned(conn: asyncpg.Connection) -> AsyncIterator[None]:
     try:
         yield
     except BaseException:
-        if not conn.is_closed() and conn.is_in_transaction():
-            await conn.execute("ROLLBACK")
+        # The call's own error is what the caller sees: a ROLLBACK on a connection that was
+        # just lost fails too, and the pool then drops the connection anyway.
+        with contextlib.suppress(Exception):
+            if not conn.is_closed() and conn.is_in_transaction():
+                await conn.execute("ROLLBACK")
         raise
     await conn.execute("COMMIT")
 

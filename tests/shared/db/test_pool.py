@@ -1,0 +1,38 @@
+"""The process's pool (shared.db.pool): a connection lost under its holder is ``unavailable``,
+a connection used after its release stays an error of ours."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from shared.db import open_database
+from shared.errors import ErrorCode, PylotaError
+
+
+@pytest.fixture
+async def db(db_url):
+    database = await open_database(db_url, size=2, acquire_seconds=5)
+    yield database
+    await database.close()
+
+
+async def test_a_connection_lost_under_its_holder_is_unavailable(db, conn):
+    with pytest.raises(PylotaError) as raised:
+        async with db.acquire() as held:
+            pid = await held.fetchval("SELECT pg_backend_pid()")
+            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+            with pytest.raises(asyncpg.PostgresConnectionError):
+                await held.fetchval("SELECT 1")  # the loss itself
+            await held.fetchval("SELECT 1")  # the pool has taken it back meanwhile
+    assert raised.value.code is ErrorCode.UNAVAILABLE
+    async with db.acquire() as fresh:  # and the pool serves again
+        assert await fresh.fetchval("SELECT 1") == 1
+
+
+async def test_a_connection_used_after_its_release_is_not_taken_for_an_outage(db):
+    async with db.acquire() as first:
+        pass
+    with pytest.raises(asyncpg.InterfaceError, match="released back to the pool"):
+        async with db.acquire():
+            await first.fetchval("SELECT 1")
