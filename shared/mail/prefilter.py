@@ -180,29 +180,37 @@ def required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
 
 
 class _Registry:
-    """Every gate string of one case mode, and an Aho-Corasick automaton (``pyahocorasick``)
-    that finds which of them a text holds in one pass; rebuilt when a gate was added since."""
+    """Every gated pattern of one case mode by gate string, and an Aho-Corasick automaton
+    (``pyahocorasick``) that finds which of the strings a text holds in one pass; rebuilt when a
+    pattern was added since. A text's open patterns are then those its strings name."""
 
     def __init__(self) -> None:
-        self.strings: set[str] = set()
+        self.owners: dict[str, list[Gated]] = {}
+        self.short: list[str] = []  # looked for with ``in`` (_SCANNED_CHARS)
         self.automaton: ahocorasick.Automaton | None = None
 
-    def add(self, strings: frozenset[str]) -> None:
-        new = strings - self.strings
-        if new:
-            self.strings |= new
-            self.automaton = None
+    def add(self, gated: Gated) -> None:
+        for t in gated.gate or ():
+            if t not in self.owners:
+                self.owners[t] = []
+                if len(t) < _SCANNED_CHARS:
+                    self.short.append(t)
+                else:
+                    self.automaton = None
+            self.owners[t].append(gated)
 
-    def present(self, text: str) -> set[str]:
-        if not self.strings:
-            return set()
-        if self.automaton is None:
+    def opened(self, text: str) -> set[Gated]:
+        """The patterns whose gate ``text`` (already folded for this case mode) opens."""
+        if self.automaton is None and len(self.owners) > len(self.short):
             automaton = ahocorasick.Automaton()
-            for t in self.strings:
-                automaton.add_word(t, t)
+            for t in self.owners:
+                if len(t) >= _SCANNED_CHARS:
+                    automaton.add_word(t, t)
             automaton.make_automaton()
             self.automaton = automaton
-        return {t for _, t in self.automaton.iter(text)}
+        present = {t for _, t in self.automaton.iter(text)} if self.automaton else set()
+        present.update(t for t in self.short if t in text)
+        return {g for t in present for g in self.owners[t]}
 
 
 # Gate strings shorter than this are looked for with ``in``: "$" or "\n" occur so often that
@@ -212,24 +220,22 @@ _REGISTRIES = {False: _Registry(), True: _Registry()}
 
 
 class Scanned:
-    """One text as gates read it: the text, and (computed once, on first use) which gate strings
-    it holds, for the patterns that ignore case and for those that do not. Build one per text
-    that several :class:`Gated` patterns search."""
+    """One text as gates read it: the text, and (computed once per case mode, on first use) the
+    gated patterns it opens. Build one per text that several :class:`Gated` patterns search."""
 
-    __slots__ = ("text", "_present")
+    __slots__ = ("text", "_opened")
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._present: dict[bool, tuple[str, set[str]]] = {}
+        self._opened: dict[bool, set[Gated]] = {}
 
-    def seen(self, ignore_case: bool) -> tuple[str, set[str]]:
-        """The text as gates of this case mode read it (folded when ``ignore_case``), and which
-        of the registry's strings (those of at least ``_SCANNED_CHARS`` characters) it holds."""
-        seen = self._present.get(ignore_case)
-        if seen is None:
-            text = fold(self.text) if ignore_case else self.text
-            seen = self._present[ignore_case] = (text, _REGISTRIES[ignore_case].present(text))
-        return seen
+    def opens(self, gated: Gated) -> bool:
+        """Whether the text holds one of ``gated``'s gate strings."""
+        opened = self._opened.get(gated.ignore_case)
+        if opened is None:
+            text = fold(self.text) if gated.ignore_case else self.text
+            opened = self._opened[gated.ignore_case] = _REGISTRIES[gated.ignore_case].opened(text)
+        return gated in opened
 
 
 class Gated:
@@ -237,23 +243,16 @@ class Gated:
     pattern's own do, for a text given as is or as :class:`Scanned` (one scan shared by every
     gated pattern run over it)."""
 
-    __slots__ = ("pattern", "gate", "ignore_case", "_scanned", "_short")
+    __slots__ = ("pattern", "gate", "ignore_case")
 
     def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
         self.gate = required_literals(pattern)
         self.ignore_case = bool(pattern.flags & re.IGNORECASE)
-        gate = self.gate or frozenset()
-        self._scanned = frozenset(t for t in gate if len(t) >= _SCANNED_CHARS)
-        self._short = tuple(t for t in gate if len(t) < _SCANNED_CHARS)
-        _REGISTRIES[self.ignore_case].add(self._scanned)
+        _REGISTRIES[self.ignore_case].add(self)
 
     def _open(self, scan: Scanned) -> bool:
-        if self.gate is None:
-            return True
-        text, present = scan.seen(self.ignore_case)
-        return not self._scanned.isdisjoint(present) or (
-            bool(self._short) and any(t in text for t in self._short))
+        return self.gate is None or scan.opens(self)
 
     def search(self, text: str | Scanned) -> re.Match[str] | None:
         """``pattern.search(text)``."""

@@ -45,7 +45,8 @@ import asyncpg
 from shared.mail.patterns import compile_pattern
 from shared.mail.prefilter import Gated, Scanned
 
-__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
+__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "save_refs_of",
+           "refs_of",
            "sharing_refs", "count_refs", "REFS_COLUMN", "refs_from", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
@@ -227,7 +228,14 @@ def lookup_forms(value: str) -> list[str]:
 async def save_refs(conn: asyncpg.Connection, identity_id: str, message_id: str,
                     refs: Iterable[Ref]) -> None:
     """Store ``refs`` for ``message_id`` (idempotent: existing rows are kept)."""
-    rows = [(message_id, identity_id, kind, value) for kind, value in refs]
+    await save_refs_of(conn, identity_id, [(message_id, refs)])
+
+
+async def save_refs_of(conn: asyncpg.Connection, identity_id: str,
+                       found: Iterable[tuple[str, Iterable[Ref]]]) -> None:
+    """Store the refs of each ``(message_id, refs)`` in one statement (idempotent)."""
+    rows = [(message_id, identity_id, kind, value) for message_id, refs in found
+            for kind, value in refs]
     if rows:
         await conn.executemany(
             "INSERT INTO message_refs (message_id, identity_id, kind, value)"
