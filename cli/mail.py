@@ -8,6 +8,7 @@ take to embed what it queued (``shared.embeddings.store.progress``), and
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
             summary = await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
                                          on_message=lambda: bar.update(1),
                                          trust_policy=TrustPolicy.from_settings(settings),
-                                         namespace=settings.pm_namespace)
+                                         namespace=settings.pm_namespace,
+                                         workers=settings.pm_import_workers or os.cpu_count() or 1,
+                                         batch=settings.pm_import_batch)
             bar.close()
             model = model_name(settings.pm_embedder)
             embedding = None

@@ -29,7 +29,7 @@ from shared.embeddings.embedder import Embedder
 from shared.logs import get_logger
 
 __all__ = ["MAX_CHUNKS", "SUBJECT_CHARS", "PROGRESS_LOG_SECONDS", "RATE_WINDOW_SECONDS",
-           "NOMINAL_RATES", "IdentityProgress", "enqueue", "enqueue_missing", "embed_pending",
+           "NOMINAL_RATES", "IdentityProgress", "enqueue", "enqueue_all", "enqueue_missing", "embed_pending",
            "coverage", "has_vector_column", "vectors_after", "vectors_of", "similarities",
            "queue_length", "progress", "recent_rate"]
 
@@ -54,9 +54,15 @@ NOMINAL_RATES = {"all-minilm-l6-v2-int8": 5.0, "hash-v1": 500.0}
 
 async def enqueue(conn: asyncpg.Connection, identity_id: str, message_id: str) -> None:
     """Queue ``message_id`` for embedding (idempotent)."""
+    await enqueue_all(conn, identity_id, [message_id])
+
+
+async def enqueue_all(conn: asyncpg.Connection, identity_id: str, message_ids: list[str]) -> None:
+    """Queue ``message_ids`` of ``identity_id`` for embedding in one statement (idempotent)."""
     await conn.execute(
-        "INSERT INTO embedding_queue (message_id, identity_id) VALUES ($1, $2)"
-        " ON CONFLICT DO NOTHING", message_id, identity_id)
+        "INSERT INTO embedding_queue (message_id, identity_id)"
+        " SELECT m, $2 FROM unnest($1::text[]) AS m ON CONFLICT DO NOTHING",
+        message_ids, identity_id)
 
 
 async def enqueue_missing(conn: asyncpg.Connection, model: str,
