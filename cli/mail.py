@@ -21,6 +21,7 @@ from cli.running import run
 from shared.config import Settings
 from shared.db import connect, open_database
 from shared.embeddings.embedder import EmbedderUnavailable, load_embedder, model_name
+from shared.embeddings.quantized import MODEL, ModelUnavailable, cache_dir, model_path
 from shared.embeddings.store import IdentityProgress, embed_pending, enqueue_missing, progress
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.importer import ImportSummary, import_paths
@@ -140,6 +141,21 @@ def embeddings_status(identity: str | None, as_json: bool) -> None:
                    f"{_rate(p):>12}  {left}")
 
 
+@embeddings.command("prepare")
+def embeddings_prepare() -> None:
+    """Build the int8 embedding model into PM_MODEL_CACHE now (about 5 s, offline; otherwise the
+    first process that embeds builds it) and print its path."""
+    async def work(settings: Settings) -> str:
+        try:
+            path = model_path(cache_dir(settings.pm_model_cache))
+        except ModelUnavailable as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model cannot be built: {exc}",
+                              fix="Install the packages the README lists, or set PM_MODEL_CACHE.") from exc
+        return f"{MODEL} {path}"
+
+    click.echo(run(work))
+
+
 @embeddings.command("backfill")
 @click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
 @click.option("--now", "inline", is_flag=True,
@@ -149,7 +165,8 @@ def embeddings_backfill(identity: str | None, inline: bool) -> None:
     imported before embeddings existed or before a model change."""
     async def work(settings: Settings) -> str:
         try:
-            embedder = load_embedder(settings.pm_embedder, settings.pm_embed_threads)
+            embedder = load_embedder(settings.pm_embedder, settings.pm_embed_threads,
+                                     settings.pm_model_cache)
         except EmbedderUnavailable as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model is unavailable: {exc}",
                               fix="Install the packages the README lists, or set PM_EMBEDDER.") from exc

@@ -72,9 +72,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_log_level: str = "info"
     #: Embedding model for semantic search: onnx (MiniLM, offline), hash (tests) or off.
     pm_embedder: Literal["onnx", "hash", "off"] = "onnx"
-    #: onnxruntime threads per process that embeds (STACK.md section 1.1).
+    #: Texts each embedding process runs at once, one onnxruntime thread each (STACK.md 1.1).
     pm_embed_threads: int = 2
-    #: Messages embedded per model call on the batch worker.
+    #: Folder of the int8 embedding model built on first use (shared.embeddings.quantized);
+    #: empty: $XDG_CACHE_HOME/pylota-mail, else ~/.cache/pylota-mail.
+    pm_model_cache: str = ""
+    #: Messages the batch worker claims per transaction.
     pm_embed_batch: int = 32
     #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
     pm_embed_poll_seconds: int = 5

