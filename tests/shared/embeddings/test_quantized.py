@@ -1,6 +1,6 @@
 """The int8 embedding model (issue 14, ``shared.embeddings.quantized``): built offline from the
 shipped model, its vectors within :data:`BOUND` of the shipped model's, cached once and
-atomically; the batch worker stores its vectors; migration 0016 queues the old model's mail
+atomically; the batch worker stores its vectors; migration 0017 queues the old model's mail
 again so the workers replace those vectors."""
 
 from __future__ import annotations
@@ -134,20 +134,20 @@ async def test_the_batch_worker_stores_the_int8_models_vectors(db_url, conn, mod
         assert not np.allclose(stored, shipped.embed(chunks), atol=1e-3)
 
 
-async def test_migration_0016_queues_the_old_models_mail_for_the_new_one(template_db,
+async def test_migration_0017_queues_the_old_models_mail_for_the_new_one(template_db,
                                                                          models) -> None:
-    """A database with vectors of the shipped model (and of the hash model): 0016 queues the
+    """A database with vectors of the shipped model (and of the hash model): 0017 queues the
     shipped model's messages only; draining the queue replaces every chunk with the new model's,
     and the status counts them as it goes."""
     ours, shipped = models
-    name = f"t_mig16_{np.random.default_rng().integers(1 << 30)}"
+    name = f"t_mig17_{np.random.default_rng().integers(1 << 30)}"
     admin = await asyncpg.connect(_dsn("postgres"))
     await admin.execute(f'CREATE DATABASE "{name}"')
     await admin.close()
     conn = await connect(_dsn(name))
     try:
         for version, _, sql in available():
-            if version < 16:
+            if version < 17:
                 await conn.execute(sql)
         tenant = await create_tenant(conn, "acme")
         identity = (await create_identity(conn, tenant.id, "one@acme.example")).id
@@ -164,7 +164,7 @@ async def test_migration_0016_queues_the_old_models_mail_for_the_new_one(templat
                     " vec) VALUES ($1, $2, $3, $4, 384, $5)",
                     ids[key], identity, chunk, model, vector)
         for version, _, sql in available():
-            if version >= 16:
+            if version >= 17:
                 await conn.execute(sql)
         queued = [r["message_id"] for r in await conn.fetch("SELECT message_id FROM embedding_queue")]
         assert queued == [ids["old"]]
