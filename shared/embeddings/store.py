@@ -51,7 +51,7 @@ RATE_WINDOW_SECONDS = 600
 #: Messages per second one batch worker embeds on 2 cores, by model, for a time-left estimate
 #: before any rate was measured: SpamAssassin mail, chunked, on a loaded machine (README,
 #: Performance, bench.embed).
-NOMINAL_RATES = {MODEL: 10.0, "hash-v1": 500.0}
+NOMINAL_RATES = {MODEL: 8.0, "hash-v1": 500.0}
 
 
 async def enqueue(conn: asyncpg.Connection, identity_id: str, message_id: str) -> None:
