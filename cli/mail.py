@@ -20,8 +20,8 @@ from tqdm import tqdm
 from cli.running import run
 from shared.config import Settings
 from shared.db import connect, open_database
-from shared.embeddings.embedder import EmbedderUnavailable, load_embedder, model_name
-from shared.embeddings.quantized import MODEL, ModelUnavailable, cache_dir, model_path
+from shared.embeddings.embedder import EmbedderUnavailable, load_embedder, model_name, onnx_model
+from shared.embeddings.quantized import MODEL
 from shared.embeddings.store import IdentityProgress, embed_pending, enqueue_missing, progress
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.importer import ImportSummary, import_paths
@@ -147,8 +147,8 @@ def embeddings_prepare() -> None:
     first process that embeds builds it) and print its path."""
     async def work(settings: Settings) -> str:
         try:
-            path = model_path(cache_dir(settings.pm_model_cache))
-        except ModelUnavailable as exc:
+            path = onnx_model(settings.pm_model_cache)
+        except EmbedderUnavailable as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model cannot be built: {exc}",
                               fix="Install the packages the README lists, or set PM_MODEL_CACHE.") from exc
         return f"{MODEL} {path}"

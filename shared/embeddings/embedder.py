@@ -29,11 +29,12 @@ from typing import Protocol
 
 import numpy as np
 
-from shared.embeddings.quantized import MODEL, ModelUnavailable, cache_dir, model_path
+from shared.embeddings.quantized import (CHECK_TEXTS, MODEL, SHIPPED_MODEL, ModelUnavailable,
+                                         cache_dir, model_path)
 
 __all__ = ["Embedder", "EmbedderUnavailable", "HashEmbedder", "OnnxEmbedder", "load_embedder",
            "DIM", "MAX_TOKENS", "EMBEDDERS", "HEAD_TOKENS", "OVERLAP_TOKENS", "HASH_WINDOW_WORDS",
-           "tokenizer_path", "model_name"]
+           "tokenizer_path", "model_name", "onnx_model"]
 
 #: Dimensions of every embedder here (the pgvector column is ``vector(384)``).
 DIM = 384
@@ -203,6 +204,26 @@ def model_name(name: str) -> str | None:
     return {"onnx": MODEL, "hash": HashEmbedder.model}.get(name)
 
 
+def onnx_model(cache: str = "") -> Path:
+    """The int8 model (:mod:`shared.embeddings.quantized`) in the folder ``cache``
+    (``PM_MODEL_CACHE``; empty: the default folder), built there first if missing (about 5 s).
+
+    Raises:
+        EmbedderUnavailable: it cannot be built (the message names the cause and the fix).
+    """
+    try:
+        return model_path(cache_dir(cache), _least_cosine)
+    except ModelUnavailable as exc:
+        raise EmbedderUnavailable(str(exc)) from exc
+
+
+def _least_cosine(shipped: Path, built: Path) -> float:
+    """The least cosine between the two models' vectors of the quantizer's check texts."""
+    ours = OnnxEmbedder(built, MODEL, threads=1).embed(CHECK_TEXTS)
+    theirs = OnnxEmbedder(shipped, SHIPPED_MODEL, threads=1).embed(CHECK_TEXTS)
+    return float((ours * theirs).sum(axis=1).min())
+
+
 def load_embedder(name: str, threads: int = 2, cache: str = "") -> Embedder | None:
     """The embedder called ``name`` (``PM_EMBEDDER``): ``onnx``, ``hash``, or None for ``off``.
 
@@ -214,11 +235,7 @@ def load_embedder(name: str, threads: int = 2, cache: str = "") -> Embedder | No
         ValueError: ``name`` is not one of :data:`EMBEDDERS`.
     """
     if name == "onnx":
-        try:
-            path = model_path(cache_dir(cache))
-        except ModelUnavailable as exc:
-            raise EmbedderUnavailable(str(exc)) from exc
-        return OnnxEmbedder(path, MODEL, threads)
+        return OnnxEmbedder(onnx_model(cache), MODEL, threads)
     if name == "hash":
         return HashEmbedder()
     if name == "off":

@@ -42,7 +42,7 @@ import importlib.util
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = ["SHIPPED_MODEL", "MODEL", "RECIPE", "MIN_COSINE", "CHECK_TEXTS", "ModelUnavailable",
@@ -99,11 +99,14 @@ def cache_dir(setting: str = "") -> Path:
     return Path(base) / "pylota-mail"
 
 
-def model_path(cache: Path, source: Path | None = None) -> Path:
+def model_path(cache: Path, check: Callable[[Path, Path], float],
+               source: Path | None = None) -> Path:
     """The built model in ``cache``, built first if it is not there yet.
 
     Args:
         cache: folder of built models (:func:`cache_dir`); created if missing.
+        check: ``check(shipped, built)`` is the least cosine between the two models' vectors of
+            :data:`CHECK_TEXTS` (the embedder, which imports this module, supplies it).
         source: the shipped model (default :func:`shipped_model_path`).
 
     Raises:
@@ -119,7 +122,7 @@ def model_path(cache: Path, source: Path | None = None) -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         with _locked(cache / f"{target.name}.lock"):
             if not target.is_file():  # another process may have built it while we waited
-                build(source, target)
+                build(source, target, check)
     except OSError as exc:
         raise ModelUnavailable(
             f"cannot write the embedding model to {cache} ({exc.strerror}): set PM_MODEL_CACHE to "
@@ -138,8 +141,9 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def build(source: Path, target: Path) -> None:
-    """Write the int8 model made from ``source`` (the shipped model) to ``target`` atomically.
+def build(source: Path, target: Path, check: Callable[[Path, Path], float]) -> None:
+    """Write the int8 model made from ``source`` (the shipped model) to ``target`` atomically,
+    once ``check`` (see :func:`model_path`) found it close enough to ``source``.
 
     Raises:
         ModelUnavailable: ``onnx`` is not installed, ``source`` is not the graph described in the
@@ -163,7 +167,7 @@ def build(source: Path, target: Path) -> None:
     try:
         quantize_dynamic(graph, temporary, per_channel=True, reduce_range=False,
                          weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
-        cosine = _check(source, Path(temporary))
+        cosine = check(source, Path(temporary))
         if cosine < MIN_COSINE:
             raise ModelUnavailable(
                 f"the int8 model drifted from the shipped one (cosine {cosine:.3f} < "
@@ -298,12 +302,3 @@ def _fuse_gelu(graph) -> None:
     graph.graph.initializer.extend(kept)
     if gelus and not any(o.domain == "com.microsoft" for o in graph.opset_import):
         graph.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-
-
-def _check(source: Path, built: Path) -> float:
-    """The least cosine between the two models' vectors of :data:`CHECK_TEXTS`."""
-    from shared.embeddings.embedder import OnnxEmbedder
-
-    shipped = OnnxEmbedder(source, SHIPPED_MODEL, threads=1).embed(CHECK_TEXTS)
-    ours = OnnxEmbedder(built, MODEL, threads=1).embed(CHECK_TEXTS)
-    return float((shipped * ours).sum(axis=1).min())

@@ -15,8 +15,9 @@ import pytest
 
 from shared.db import connect, open_database
 from shared.db.migrate import available
-from shared.embeddings.embedder import EmbedderUnavailable, OnnxEmbedder, load_embedder
-from shared.embeddings.quantized import (MIN_COSINE, MODEL, SHIPPED_MODEL, cache_dir, model_path,
+from shared.embeddings.embedder import (EmbedderUnavailable, OnnxEmbedder, load_embedder,
+                                        onnx_model)
+from shared.embeddings.quantized import (MIN_COSINE, MODEL, SHIPPED_MODEL, cache_dir,
                                          shipped_model_path)
 from shared.embeddings.store import chunk_texts, coverage, embed_pending, progress
 from shared.ingest.pipeline import ingest_raw
@@ -71,13 +72,13 @@ def test_a_texts_vector_does_not_depend_on_what_it_is_embedded_with(models) -> N
 
 def test_the_model_is_built_once_into_the_cache_folder(tmp_path: Path) -> None:
     cache = tmp_path / "models"
-    built = model_path(cache)
+    built = onnx_model(str(cache))
     assert built.parent == cache and built.name.startswith(MODEL)
     assert built.stat().st_mode & 0o044 == 0o044  # readable by the other users of a shared cache
     assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == [built.name]
     stamp = built.stat().st_mtime_ns
-    assert model_path(cache) == built and built.stat().st_mtime_ns == stamp
-    assert model_path(cache).read_bytes() == model_path(cache_dir()).read_bytes()
+    assert onnx_model(str(cache)) == built and built.stat().st_mtime_ns == stamp
+    assert built.read_bytes() == onnx_model().read_bytes()  # the same build wherever it is made
 
 
 def test_an_unwritable_cache_is_a_clear_error(tmp_path: Path) -> None:
