@@ -56,8 +56,8 @@ MODEL = "all-minilm-l6-v2-int8pc"
 #: when it changes the vectors).
 RECIPE = 1
 #: Least cosine similarity between the built model's and the shipped model's vectors of each
-#: :data:`CHECK_TEXTS` text that :func:`build` accepts. Measured: 0.983 at worst, 0.994 on
-#: average, on 300 chunks of real mail (README, Search).
+#: :data:`CHECK_TEXTS` text that :func:`build` accepts. Measured: 0.986 at worst, 0.994 on
+#: average, on 200 chunks of real mail (``bench.embed``; README, Performance).
 MIN_COSINE = 0.95
 #: Texts the built model is checked on: mail of different kinds and lengths.
 CHECK_TEXTS = (
