@@ -41,8 +41,8 @@ MODES = ("keyword", "semantic", "hybrid")
 
 def _onnx_query_ms() -> float | None:
     try:
-        from shared.embeddings.embedder import EmbedderUnavailable, OnnxEmbedder
-        model = OnnxEmbedder()
+        from shared.embeddings.embedder import EmbedderUnavailable, load_embedder
+        model = load_embedder("onnx")
     except EmbedderUnavailable:
         return None
     times = []

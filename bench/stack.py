@@ -52,8 +52,11 @@ class Stack:
     """One database, one front and one batch worker; use as a context manager."""
 
     def __init__(self, admin_dsn: str, *, redis_url: str = "redis://127.0.0.1:6379/9",
-                 embedder: str = "onnx", database: str | None = None) -> None:
-        """``database``: use (and keep) this existing database instead of a new one."""
+                 embedder: str = "onnx", database: str | None = None, root: Path = ROOT,
+                 pythonpath: list[Path] = ()) -> None:
+        """``database``: use (and keep) this existing database instead of a new one. ``root``:
+        the checkout whose ``pylota`` runs (another commit's worktree, for a baseline), with
+        ``pythonpath`` after it on the import path."""
         self.name = database or f"pylota_bench_{uuid.uuid4().hex[:8]}"
         self.admin_dsn = admin_dsn
         self.dsn = admin_dsn.rsplit("/", 1)[0] + "/" + self.name
@@ -67,6 +70,9 @@ class Stack:
                     "PM_API_HOST": "bench.pylota.test",
                     # no DKIM key lookups: these machines have no DNS to ask
                     "PM_DKIM_VERIFY": "false"}
+        if pythonpath:
+            self.env["PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
+        self.root = root
         self.logs = Path(tempfile.mkdtemp(prefix="pylota-bench-"))
         self.processes: list[subprocess.Popen[bytes]] = []
         self.url = ""
@@ -76,7 +82,7 @@ class Stack:
 
     def cli(self, *args: str) -> str:
         """Run ``pylota ARGS`` against the stack's database; returns stdout, raises on failure."""
-        done = subprocess.run([sys.executable, "-m", "cli", *args], env=self.env, cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "cli", *args], env=self.env, cwd=self.root,
                               capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise RuntimeError(f"pylota {' '.join(args)} failed:\n{done.stderr}")
@@ -142,6 +148,21 @@ class Stack:
         if interactive_worker:
             self._wait_beating(deadline)
 
+    def start_batch_worker(self) -> None:
+        """Start one batch worker (``pylota worker --batch``) alone, without a front."""
+        self._spawn("batch", "worker", "--batch")
+
+    def stop(self) -> None:
+        """Stop the processes started so far."""
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.processes.clear()
+
     def _wait_beating(self, deadline: float) -> None:
         """Wait until an interactive worker beats (it warms its model first)."""
         redis = Redis.from_url(self.redis_url)
@@ -157,7 +178,7 @@ class Stack:
     def _spawn(self, name: str, *args: str) -> None:
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         self.processes.append(subprocess.Popen([sys.executable, "-m", "cli", *args],
-                                               env=self.env, cwd=ROOT, stdout=log, stderr=log))
+                                               env=self.env, cwd=self.root, stdout=log, stderr=log))
 
     def wait_embedded(self, timeout: float = 3600) -> float:
         """Wait until the embedding queue is empty; returns the seconds waited."""
@@ -169,13 +190,7 @@ class Stack:
         return time.monotonic() - started
 
     def __exit__(self, *exc: object) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        self.stop()
         self._http.close()
         if not self.keep:
             async def drop() -> None:

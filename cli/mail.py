@@ -8,6 +8,7 @@ take to embed what it queued (``shared.embeddings.store.progress``), and
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from tqdm import tqdm
 from cli.running import run
 from shared.config import Settings
 from shared.db import connect, open_database
-from shared.embeddings.embedder import EmbedderUnavailable, load_embedder, model_name
+from shared.embeddings.embedder import EmbedderUnavailable, load_embedder, model_name, onnx_model
+from shared.embeddings.quantized import MODEL
 from shared.embeddings.store import IdentityProgress, embed_pending, enqueue_missing, progress
 from shared.errors import ErrorCode, PylotaError
 from shared.ingest.importer import ImportSummary, import_paths
@@ -50,7 +52,9 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
             summary = await import_paths(conn, redis, found.id, paths, mboxrd=not mboxo,
                                          on_message=lambda: bar.update(1),
                                          trust_policy=TrustPolicy.from_settings(settings),
-                                         namespace=settings.pm_namespace)
+                                         namespace=settings.pm_namespace,
+                                         workers=settings.pm_import_workers or os.cpu_count() or 1,
+                                         batch=settings.pm_import_batch)
             bar.close()
             model = model_name(settings.pm_embedder)
             embedding = None
@@ -137,6 +141,21 @@ def embeddings_status(identity: str | None, as_json: bool) -> None:
                    f"{_rate(p):>12}  {left}")
 
 
+@embeddings.command("prepare")
+def embeddings_prepare() -> None:
+    """Build the int8 embedding model into PM_MODEL_CACHE now (about 5 s, offline; otherwise the
+    first process that embeds builds it) and print its path."""
+    async def work(settings: Settings) -> str:
+        try:
+            path = onnx_model(settings.pm_model_cache)
+        except EmbedderUnavailable as exc:
+            raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model cannot be built: {exc}",
+                              fix="Install the packages the README lists, or set PM_MODEL_CACHE.") from exc
+        return f"{MODEL} {path}"
+
+    click.echo(run(work))
+
+
 @embeddings.command("backfill")
 @click.option("--identity", help="Identity id (idn_…) or address; default: every identity.")
 @click.option("--now", "inline", is_flag=True,
@@ -146,7 +165,8 @@ def embeddings_backfill(identity: str | None, inline: bool) -> None:
     imported before embeddings existed or before a model change."""
     async def work(settings: Settings) -> str:
         try:
-            embedder = load_embedder(settings.pm_embedder, settings.pm_embed_threads)
+            embedder = load_embedder(settings.pm_embedder, settings.pm_embed_threads,
+                                     settings.pm_model_cache)
         except EmbedderUnavailable as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model is unavailable: {exc}",
                               fix="Install the packages the README lists, or set PM_EMBEDDER.") from exc

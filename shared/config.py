@@ -72,12 +72,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_log_level: str = "info"
     #: Embedding model for semantic search: onnx (MiniLM, offline), hash (tests) or off.
     pm_embedder: Literal["onnx", "hash", "off"] = "onnx"
-    #: onnxruntime threads per process that embeds (STACK.md section 1.1).
+    #: Texts each embedding process runs at once, one onnxruntime thread each (STACK.md 1.1).
     pm_embed_threads: int = 2
-    #: Messages embedded per model call on the batch worker.
+    #: Folder of the int8 embedding model built on first use (shared.embeddings.quantized);
+    #: empty: $XDG_CACHE_HOME/pylota-mail, else ~/.cache/pylota-mail.
+    pm_model_cache: str = ""
+    #: Messages the batch worker claims per transaction.
     pm_embed_batch: int = 32
     #: Seconds between the batch worker's looks at the embedding queue (1 to 60).
     pm_embed_poll_seconds: int = 5
+    #: Processes that parse and triage messages during ``pylota import`` (0: one per CPU core).
+    pm_import_workers: int = 0
+    #: Messages ``pylota import`` stores per transaction.
+    pm_import_batch: int = 200
     #: SMTP relay that delivers sent mail (shared.outbound.delivery).
     pm_smtp_relay_host: str = "127.0.0.1"
     #: The relay's port (1025: Mailpit's, the development sink).
@@ -135,6 +142,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_web_bot_auth: Literal["on", "off"] = "off"
 
     def __post_init__(self) -> None:
+        if self.pm_import_workers < 0:
+            raise SettingsError(f"PM_IMPORT_WORKERS={self.pm_import_workers} is negative: set a "
+                                "number of processes, or 0 for one per CPU core")
+        if self.pm_import_batch < 1:
+            raise SettingsError(f"PM_IMPORT_BATCH={self.pm_import_batch} stores nothing: set at "
+                                "least 1 (messages per transaction)")
         # A short secret would make the encrypted private keys guessable; refusing it at start-up
         # names the variable, where a failure at the first signature would not.
         if self.pm_signing_secret and len(self.pm_signing_secret) < MIN_SIGNING_SECRET_LENGTH:

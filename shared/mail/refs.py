@@ -43,8 +43,10 @@ from collections.abc import Iterable, Mapping
 import asyncpg
 
 from shared.mail.patterns import compile_pattern
+from shared.mail.prefilter import Gated, Scanned
 
-__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "refs_of",
+__all__ = ["Ref", "extract_refs", "lookup_forms", "normalize", "save_refs", "save_refs_of",
+           "refs_of",
            "sharing_refs", "count_refs", "REFS_COLUMN", "refs_from", "MAX_REFS", "MAX_REF_CHARS", "MOST_SHARING", "SHOWN_REFS", "TEXT_CHARS"]
 
 #: Most references stored for one message; a mass mailing of numbers should not flood the table.
@@ -79,16 +81,16 @@ _KEYWORDS = {
     "pcn": r"PCN|PENALTY CHARGE NOTICE|PENALTY CHARGE",
     "reference": r"REFERENCE|REF|BOOKING|TICKET|CASE|POLICY|ACCOUNT",
 }
-_KEYED = [(kind, re.compile(
-    rf"(?<![A-Z0-9_])(?:{words})\b\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:|IS))*\s*#?\s*{_NUMBER}(?![A-Z0-9])"))
-    for kind, words in _KEYWORDS.items()]
+_KEYED = [(kind, Gated(re.compile(
+    rf"(?<![A-Z0-9_])(?:{words})\b\.?(?:\s*(?:NO\.?|NUMBER|NUM\.?|#|:|IS))*\s*#?\s*{_NUMBER}"
+    r"(?![A-Z0-9])"))) for kind, words in _KEYWORDS.items()]
 _CURRENCY = {"£": "GBP", "$": "USD", "€": "EUR", "GBP": "GBP", "USD": "USD", "EUR": "EUR"}
 # Up to a thousand billion: a longer run of digits is not a sum of money.
 _SUM = r"(?P<n>[0-9]{1,3}(?:,[0-9]{3}){1,4}|[0-9]{1,15})(?:\.(?P<d>[0-9]{1,2}))?"
-_AMOUNT_BEFORE = re.compile(rf"(?P<c>£|\$|€|\b(?:GBP|USD|EUR))\s?{_SUM}(?![0-9])")
+_AMOUNT_BEFORE = Gated(re.compile(rf"(?P<c>£|\$|€|\b(?:GBP|USD|EUR))\s?{_SUM}(?![0-9])"))
 # "$1" alone is a shell or regex argument far more often than a dollar.
 _SHELL_ARGUMENT = re.compile(r"\$[0-9](?![0-9.,])")
-_AMOUNT_AFTER = re.compile(rf"(?<![0-9.,]){_SUM}\s?(?P<c>£|€|(?:GBP|USD|EUR)\b)")
+_AMOUNT_AFTER = Gated(re.compile(rf"(?<![0-9.,]){_SUM}\s?(?P<c>£|€|(?:GBP|USD|EUR)\b)"))
 # Not glued to letters on either side, and no ".." inside: "0000000..1080b96" is a diff's index
 # line, not a number to call.
 _PHONE = re.compile(r"(?<![0-9A-Z+.])(\+|\(?0)(?:[0-9 ()\-]|\.(?!\.)){7,22}[0-9](?![0-9A-Z])")
@@ -149,12 +151,13 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
             found.setdefault((kind, value), None)
 
     written = f"{subject}\n{text}"
+    scanned = Scanned(upper)  # keywords and currencies are gates: most mail names none
     for m in _PLATE.finditer(upper):
         add("plate", m[1] + m[2])
     for m in _PLATES_CAPITALS.finditer(written):
         add("plate", "".join(g for g in m.groups() if g))
     for kind, pattern in _KEYED:
-        for m in pattern.finditer(upper):
+        for m in pattern.finditer(scanned):
             add(kind, re.sub(r"[\s\-/]+", "", m["v"]))
             prefix, space, rest = m["v"].partition(" ")
             if space and prefix.isalpha():  # "invoice is 123": keep 123 as well as IS123
@@ -167,8 +170,8 @@ def extract_refs(subject: str, text: str, custom_patterns: Mapping[str, str] | N
             add(kind, m[1] + digits)
         if m[1] in _CODE_KINDS and digits not in keyed:
             add(kind, digits)
-    for pattern in (_AMOUNT_BEFORE, _AMOUNT_AFTER):
-        for m in pattern.finditer(upper):
+    for amount in (_AMOUNT_BEFORE, _AMOUNT_AFTER):
+        for m in amount.finditer(scanned):
             if _SHELL_ARGUMENT.match(upper, m.start()):
                 continue
             for value in _amount(m["c"].strip(), m["n"], m["d"]):
@@ -225,7 +228,14 @@ def lookup_forms(value: str) -> list[str]:
 async def save_refs(conn: asyncpg.Connection, identity_id: str, message_id: str,
                     refs: Iterable[Ref]) -> None:
     """Store ``refs`` for ``message_id`` (idempotent: existing rows are kept)."""
-    rows = [(message_id, identity_id, kind, value) for kind, value in refs]
+    await save_refs_of(conn, identity_id, [(message_id, refs)])
+
+
+async def save_refs_of(conn: asyncpg.Connection, identity_id: str,
+                       found: Iterable[tuple[str, Iterable[Ref]]]) -> None:
+    """Store the refs of each ``(message_id, refs)`` in one statement (idempotent)."""
+    rows = [(message_id, identity_id, kind, value) for message_id, refs in found
+            for kind, value in refs]
     if rows:
         await conn.executemany(
             "INSERT INTO message_refs (message_id, identity_id, kind, value)"

@@ -27,6 +27,11 @@ sender (the mailbox wrote to them) is never spam by these signals: only an upstr
 it spam. The weights were set on the SpamAssassin public corpus' ham/spam split (README,
 "Trust and triage", gives the precision measured on it).
 
+:func:`content_signals` gives the signals of the message alone (everything but trust), which
+ingest computes before the message's trust is known, on the import's worker processes
+(``shared.ingest.prepare``); :func:`spam_signals` adds trust's. The phrase patterns run behind
+literal gates (``shared.mail.prefilter``): same signals, a fraction of the searches.
+
 Pure: no I/O. Called by ``shared.mail.triage``.
 """
 
@@ -38,8 +43,9 @@ from collections.abc import Sequence
 
 from shared.mail.domains import domain_of, organizational_domain
 from shared.mail.judged import Trust
+from shared.mail.prefilter import Gated, Scanned
 
-__all__ = ["SPAM_SCORE", "SIGNALS", "spam_signals"]
+__all__ = ["SPAM_SCORE", "SIGNALS", "content_signals", "spam_signals", "trust_signals"]
 
 
 #: Score at which a message is spam.
@@ -129,7 +135,7 @@ _TEXT: dict[str, tuple[float, str]] = {
     "scam_country": (1.0, r"\bnigeria|\bsierra leone\b|\bzimbabwe\b|\bivory coast\b"
                           r"|\bdemocratic republic of congo\b|\bsouth africa\b"),
 }
-_TEXT_RES = {name: (w, re.compile(p, _I)) for name, (w, p) in _TEXT.items()}
+_TEXT_RES = {name: (w, Gated(re.compile(p, _I))) for name, (w, p) in _TEXT.items()}
 
 #: Every signal and its weight (negative ones count against spam).
 SIGNALS: dict[str, float] = {
@@ -183,13 +189,21 @@ _LETTERS = re.compile(r"[^\W\d_]")
 _SHOUT_LETTERS = 200
 
 
-def _header(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
-    return [v.strip() for n, v in headers if n.lower() == name]
+def _header(fields: dict[str, list[str]], name: str) -> list[str]:
+    return [v.strip() for v in fields.get(name, ())]
+
+
+def _by_name(headers: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each field's values by lower-case name, in order: one pass for the many lookups."""
+    found: dict[str, list[str]] = {}
+    for name, value in headers:
+        found.setdefault(name.lower(), []).append(value)
+    return found
 
 
 def _shouting(text: str, *, least: int, share: float) -> bool:
     letters = _LETTERS.findall(text)
-    return len(letters) >= least and sum(ch.isupper() for ch in letters) / len(letters) >= share
+    return len(letters) >= least and sum(map(str.isupper, letters)) / len(letters) >= share
 
 
 def _malformed_date(values: list[str]) -> bool:
@@ -206,13 +220,13 @@ def _malformed_date(values: list[str]) -> bool:
     return False
 
 
-def _forged_mailer(headers: Sequence[tuple[str, str]]) -> bool:
+def _forged_mailer(fields: dict[str, list[str]]) -> bool:
     """A Message-ID or X-Mailer of Microsoft's mailers without the field those mailers always
     add: an Outlook-style id (``<hex$hex$hex@host>``) with neither an Outlook X-Mailer nor
     X-MimeOLE, or an Outlook Express X-Mailer without X-MimeOLE."""
-    mailer = " ".join(_header(headers, "x-mailer")).lower()
-    mimeole = bool(_header(headers, "x-mimeole"))
-    ids = _header(headers, "message-id")
+    mailer = " ".join(_header(fields, "x-mailer")).lower()
+    mimeole = bool(_header(fields, "x-mimeole"))
+    ids = _header(fields, "message-id")
     if ids and _OUTLOOK_ID.match(ids[0]) and "outlook" not in mailer and not mimeole:
         return True
     return "outlook express" in mailer and not mimeole
@@ -231,10 +245,30 @@ def spam_signals(*, subject: str, text: str, headers: Sequence[tuple[str, str]],
     (module docstring); their sum is the spam score. Empty for a known sender."""
     if trust is not None and trust.known_sender:
         return {}
+    return {**content_signals(subject=subject, text=text, headers=headers,
+                              from_address=from_address), **trust_signals(trust)}
+
+
+def trust_signals(trust: Trust | None) -> dict[str, float]:
+    """The signals of a message's trust (a failed verdict, a lookalike domain), with their
+    weights; what :func:`spam_signals` adds to :func:`content_signals` unless the sender is
+    known."""
     found: dict[str, float] = {}
-    body = f"{subject}\n{text}"
-    content_type = (_header(headers, "content-type") or ["text/plain"])[0].lower()
-    to = _header(headers, "to")
+    if trust is not None and trust.verdict == "fail":
+        found["auth_failed"] = SIGNALS["auth_failed"]
+    if trust is not None and "lookalike_domain" in trust.flags:
+        found["lookalike_domain"] = SIGNALS["lookalike_domain"]
+    return found
+
+
+def content_signals(*, subject: str, text: str, headers: Sequence[tuple[str, str]],
+                    from_address: str | None) -> dict[str, float]:
+    """The signals of the message alone: all but trust's (:func:`trust_signals`)."""
+    found: dict[str, float] = {}
+    fields = _by_name(headers)
+    body = Scanned(f"{subject}\n{text}")
+    content_type = (_header(fields, "content-type") or ["text/plain"])[0].lower()
+    to = _header(fields, "to")
     for name, (weight, pattern) in _TEXT_RES.items():
         if pattern.search(body):
             found[name] = weight
@@ -252,37 +286,33 @@ def spam_signals(*, subject: str, text: str, headers: Sequence[tuple[str, str]],
         found["subject_offer"] = SIGNALS["subject_offer"]
     if content_type.startswith("text/html") and len(_WORD.findall(_URL.sub("", text))) < 150:
         found["html_short"] = SIGNALS["html_short"]
-    if any("@" not in v for v in _header(headers, "message-id")[:1]):
+    if any("@" not in v for v in _header(fields, "message-id")[:1]):
         found["malformed_message_id"] = SIGNALS["malformed_message_id"]
-    if _forged_mailer(headers):
+    if _forged_mailer(fields):
         found["forged_mailer"] = SIGNALS["forged_mailer"]
-    if any(_RANDOM_MAILER.fullmatch(v) for v in _header(headers, "x-mailer")):
+    if any(_RANDOM_MAILER.fullmatch(v) for v in _header(fields, "x-mailer")):
         found["random_mailer"] = SIGNALS["random_mailer"]
     if from_address and any(from_address.lower() in v.lower() for v in to) and len(to) == 1 \
             and "," not in to[0]:
         found["to_self"] = SIGNALS["to_self"]
-    if _malformed_date(_header(headers, "date")):
+    if _malformed_date(_header(fields, "date")):
         found["malformed_date"] = SIGNALS["malformed_date"]
     if _ADV.search(subject):
         found["adv_subject"] = SIGNALS["adv_subject"]
     if not to or any(_UNDISCLOSED.search(v) for v in to):
         found["undisclosed_recipients"] = SIGNALS["undisclosed_recipients"]
-    if any(v[:1] in ("1", "2") for v in _header(headers, "x-priority")) or any(
-            v.lower() == "high" for v in _header(headers, "x-msmail-priority")):
+    if any(v[:1] in ("1", "2") for v in _header(fields, "x-priority")) or any(
+            v.lower() == "high" for v in _header(fields, "x-msmail-priority")):
         found["top_priority"] = SIGNALS["top_priority"]
     if content_type.startswith("text/html"):
         found["html_only"] = SIGNALS["html_only"]
-    if trust is not None and trust.verdict == "fail":
-        found["auth_failed"] = SIGNALS["auth_failed"]
-    if trust is not None and "lookalike_domain" in trust.flags:
-        found["lookalike_domain"] = SIGNALS["lookalike_domain"]
-    if _header(headers, "in-reply-to") or _header(headers, "references"):
+    if _header(fields, "in-reply-to") or _header(fields, "references"):
         found["reply"] = SIGNALS["reply"]
     # A List-Unsubscribe without List-Post: a sender that lets one leave its announcements
     # (RFC 2369); bulk mail relayed by a discussion list carries the list's own fields instead.
-    if _header(headers, "list-unsubscribe") and not _header(headers, "list-post"):
+    if _header(fields, "list-unsubscribe") and not _header(fields, "list-post"):
         found["announcement_list"] = SIGNALS["announcement_list"]
-    if from_address and _own_message_id(_header(headers, "message-id"), from_address):
+    if from_address and _own_message_id(_header(fields, "message-id"), from_address):
         found["own_message_id"] = SIGNALS["own_message_id"]
     if content_type.startswith(("multipart/signed", "application/pkcs7-mime")) or (
             "-----BEGIN PGP SIGNED MESSAGE-----" in text):

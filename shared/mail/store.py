@@ -36,15 +36,16 @@ import msgspec
 from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.mail.attachment_types import attachment_type
-from shared.mail.contacts import count_contacts
+from shared.mail.contacts import ContactBook, correspondents
 from shared.mail.model import Address, ParsedMessage
 from shared.mail.records import (
     AttachmentInfo, HeaderField, LabelState, MessageRecord, ThreadHeader, ThreadRecord,
 )
-from shared.mail.threading import is_reply_or_forward, subject_key, thread_keys
+from shared.mail.threading import (ThreadState, ThreadUnion, is_reply_or_forward, subject_key,
+                                    thread_keys)
 from shared.tenancy.store import identity_addresses
 
-__all__ = ["StoreOutcome", "insert_message", "get_message", "get_message_with", "get_thread",
+__all__ = ["StoreOutcome", "NewMessage", "insert_messages", "insert_message", "get_message", "get_message_with", "get_thread",
            "thread_page",
            "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
@@ -56,13 +57,15 @@ __all__ = ["StoreOutcome", "insert_message", "get_message", "get_message_with", 
 
 class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """Result of :func:`insert_message`; ``duplicate`` means nothing new was stored. ``date`` is
-    the message's date as stored (its Date, else the time it was received)."""
+    the message's date as stored (its Date, else the time it was received); ``attachment_ids``
+    the ids of the attachments stored with it, in part order."""
 
     message_id: str
     thread_id: str
     date: datetime
     duplicate: bool
     duplicate_reason: str | None = None
+    attachment_ids: list[str] = []
 
 
 #: The live thread of a thread id given as ``{}`` (an SQL parameter): the thread it was merged
@@ -83,153 +86,217 @@ def _dedupe_key(message_id: str | None, raw: bytes) -> str:
     return f"mid:{message_id}|sha:{digest}" if message_id else f"sha:{digest}"
 
 
-async def _choose_thread(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
-                         keys: list[str], when: datetime) -> str:
+class NewMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One message for :func:`insert_messages`: the parse of ``raw``, its new text and snippet,
+    its ``status`` (``received``, ``queued`` or ``unparsed``), and ``dedupe_raw``, the bytes its
+    content is judged on when ``raw`` carries trace fields added on receipt."""
+
+    parsed: ParsedMessage
+    raw: bytes
+    new_text: str
+    snippet: str
+    status: str = "received"
+    dedupe_raw: bytes | None = None
+
+
+async def _thread_union(conn: asyncpg.Connection, identity_id: str,
+                        items: Sequence[NewMessage]) -> ThreadUnion:
+    """The :class:`ThreadUnion` of the threads ``items`` can touch: every msg-id they name, and
+    every thread whose subject key a Re:/Fwd: without parent among them could join."""
+    keys = sorted({k for item in items for k in thread_keys(item.parsed)})
+    subjects = sorted({subject_key(i.parsed.subject) for i in items
+                       if not i.parsed.in_reply_to and not i.parsed.references
+                       and is_reply_or_forward(i.parsed.subject)} - {""})
+    refs = {r["message_id"]: r["thread_id"] for r in await conn.fetch(
+        "SELECT message_id, thread_id FROM thread_refs"
+        " WHERE identity_id = $1 AND message_id = any($2::text[])", identity_id, keys)}
+    # Each thread with the message that gives it its subject (the order _REFRESH aggregates by).
     rows = await conn.fetch(
-        "SELECT DISTINCT r.thread_id, t.created_at FROM thread_refs r"
-        " JOIN threads t ON t.id = r.thread_id"
-        " WHERE r.identity_id = $1 AND r.message_id = any($2::text[])"
-        " ORDER BY t.created_at, r.thread_id",
-        identity_id, keys,
-    )
-    found = [r["thread_id"] for r in rows]
-    if not found and not parsed.in_reply_to and not parsed.references \
-            and is_reply_or_forward(parsed.subject):
-        by_subject = await conn.fetchval(
-            "SELECT id FROM threads WHERE identity_id = $1 AND subject_key = $2 AND subject_key <> ''"
-            " ORDER BY last_at DESC NULLS LAST LIMIT 1",
-            identity_id, subject_key(parsed.subject),
-        )
-        if by_subject:
-            found = [by_subject]
-    if not found:
-        thread_id = new_id(Prefix.THREAD)
-        await conn.execute(
-            "INSERT INTO threads (id, identity_id, subject, subject_key, first_at, last_at)"
-            " VALUES ($1, $2, $3, $4, $5, $5)",
-            thread_id, identity_id, parsed.subject, subject_key(parsed.subject), when,
-        )
-        return thread_id
-    target, others = found[0], found[1:]
-    if others:
-        await conn.execute("UPDATE messages SET thread_id = $1 WHERE thread_id = any($2::text[])",
-                           target, others)
-        await conn.execute("UPDATE thread_refs SET thread_id = $1 WHERE thread_id = any($2::text[])",
-                           target, others)
-        # The merged ids keep answering (thread_aliases): earlier aliases of them move along,
-        # so an alias always names a live thread and one lookup resolves it.
-        await conn.execute("UPDATE thread_aliases SET thread_id = $1"
-                           " WHERE thread_id = any($2::text[])", target, others)
-        await conn.execute(
-            "INSERT INTO thread_aliases (alias_id, identity_id, thread_id)"
-            " SELECT o, $2, $3 FROM unnest($1::text[]) AS o", others, identity_id, target)
-        await conn.execute("DELETE FROM threads WHERE id = any($1::text[])", others)
-    return target
+        """SELECT t.id, t.created_at, t.last_at, t.subject_key, r.answers, r.date, r.id AS root,
+                  r.subject
+           FROM threads t LEFT JOIN LATERAL (
+             SELECT cardinality(m.in_reply_to) + cardinality(m."references") <> 0 AS answers,
+                    coalesce(m.sent_at, m.received_at) AS date, m.id, m.subject
+             FROM messages m WHERE m.thread_id = t.id ORDER BY 1, 2, 3 LIMIT 1) r ON true
+           WHERE t.id = any($2::text[])
+              OR (t.identity_id = $1 AND t.subject_key = any($3::text[]))""",
+        identity_id, sorted(set(refs.values())), subjects)
+    return ThreadUnion(refs, [ThreadState(
+        id=r["id"], created_at=r["created_at"], last_at=r["last_at"], subject_key=r["subject_key"],
+        root=None if r["root"] is None else ((r["answers"], r["date"], r["root"]), r["subject"]))
+        for r in rows])
 
 
-async def _refresh_thread(conn: asyncpg.Connection, thread_id: str) -> None:
-    # The thread's subject is its root's (a message naming no other), else its earliest
-    # message's; counts and bounds are recomputed from rows so merges cannot leave them stale.
+#: A thread's counts and bounds recomputed from its messages, and its subject: its root's (a
+#: message naming no other), else its earliest message's; rows come back for the subject key.
+_REFRESH = """UPDATE threads t SET
+     message_count = s.n, first_at = s.first_at, last_at = s.last_at,
+     subject = coalesce(s.first_subject, t.subject)
+   FROM (SELECT thread_id, count(*) AS n,
+                min(coalesce(sent_at, received_at)) AS first_at,
+                max(coalesce(sent_at, received_at)) AS last_at,
+                (array_agg(subject ORDER BY cardinality(in_reply_to) + cardinality("references") = 0 DESC,
+                           coalesce(sent_at, received_at), id))[1] AS first_subject
+         FROM messages WHERE thread_id = any($1::text[]) GROUP BY thread_id) s
+   WHERE t.id = s.thread_id
+   RETURNING t.id, t.subject"""
+
+
+async def _write_threads(conn: asyncpg.Connection, identity_id: str, union: ThreadUnion,
+                         created: dict[str, tuple[str, datetime]], existing: set[str]) -> None:
+    """Write the threads ``union`` created (``created``: id → first subject and date) and merged,
+    before the messages that name them: new threads that survived are inserted; a merged thread's
+    rows, refs and aliases move to the thread it lives on as, and its id becomes an alias."""
+    live_new = [t for t in created if t not in union.merged_into]
+    if live_new:
+        await conn.executemany(
+            "INSERT INTO threads (id, identity_id, subject, subject_key, first_at, last_at,"
+            " created_at) VALUES ($1, $2, $3, $4, $5, $5, $6)",
+            [(t, identity_id, created[t][0], subject_key(created[t][0]), created[t][1],
+              union.threads[t].created_at) for t in live_new])
+    merged = list(union.merged_into)
+    if not merged:
+        return
+    olds = [t for t in merged if t in existing]
+    news = [union.live(t) for t in olds]
+    if olds:
+        for table in ("messages", "thread_refs", "thread_aliases"):
+            await conn.execute(
+                f"UPDATE {table} x SET thread_id = m.new FROM unnest($1::text[], $2::text[])"
+                " AS m(old, new) WHERE x.thread_id = m.old", olds, news)
+    # The merged ids keep answering (thread_aliases): an alias always names a live thread.
     await conn.execute(
-        """UPDATE threads t SET
-             message_count = s.n, first_at = s.first_at, last_at = s.last_at,
-             subject = coalesce(s.first_subject, t.subject)
-           FROM (SELECT count(*) AS n,
-                        min(coalesce(sent_at, received_at)) AS first_at,
-                        max(coalesce(sent_at, received_at)) AS last_at,
-                        (array_agg(subject ORDER BY cardinality(in_reply_to) + cardinality("references") = 0 DESC,
-                                   coalesce(sent_at, received_at), id))[1] AS first_subject
-                 FROM messages WHERE thread_id = $1) s
-           WHERE t.id = $1""",
-        thread_id,
-    )
-    subject = await conn.fetchval("SELECT subject FROM threads WHERE id = $1", thread_id)
-    await conn.execute("UPDATE threads SET subject_key = $2 WHERE id = $1",
-                       thread_id, subject_key(subject or ""))
+        "INSERT INTO thread_aliases (alias_id, identity_id, thread_id)"
+        " SELECT o, $2, n FROM unnest($1::text[], $3::text[]) AS a(o, n)",
+        merged, identity_id, [union.live(t) for t in merged])
+    if olds:
+        await conn.execute("DELETE FROM threads WHERE id = any($1::text[])", olds)
 
 
-async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
-                         raw: bytes, *, new_text: str, snippet: str,
-                         status: str = "received", dedupe_raw: bytes | None = None) -> StoreOutcome:
-    """Store one parsed message with its raw bytes, attachments and contacts, and thread it.
+async def insert_messages(conn: asyncpg.Connection, identity_id: str,
+                          items: Sequence[NewMessage]) -> list[StoreOutcome]:
+    """Store parsed messages with their raw bytes, attachments and contacts, and thread them,
+    one after another in the order given, in the caller's transaction (or one of its own).
 
     De-duplication: a message with the same Message-ID and the same content as a stored one of
-    the identity is a duplicate and stores nothing (see :func:`_dedupe_key`). Two different
-    messages that share a Message-ID (test suites, broken mailers) are both kept. ``dedupe_raw``
-    is what the content is judged on when ``raw`` carries trace fields added on receipt (the SMTP
-    listener's Received and Authentication-Results), so a redelivered message is a duplicate.
-    Direction is ``outbound`` when the sender is one of the identity's addresses; such a message
-    is stored ``sent`` (mail imported from a sent folder) unless ``status`` is ``queued`` (mail
-    composed by the send tools, waiting for delivery).
+    the identity (or an earlier one of ``items``) is a duplicate and stores nothing (see
+    :func:`_dedupe_key`). Two different messages that share a Message-ID (test suites, broken
+    mailers) are both kept. Direction is ``outbound`` when the sender is one of the identity's
+    addresses; such a message is stored ``sent`` (mail imported from a sent folder) unless its
+    status is ``queued`` (mail composed by the send tools, waiting for delivery).
+
+    Threading follows the module docstring; the run is placed in memory
+    (``shared.mail.threading.ThreadUnion``) from the rows it touches, so a reply and its parent
+    in the same run thread as they would one at a time, and the result is written in a few
+    statements whatever the number of messages.
 
     Returns:
-        The stored (or already stored) message and thread ids.
+        Per item, in order, the stored (or already stored) message and thread ids. A message's
+        ``thread_id`` is its thread when it was placed; when a later message of the run merged
+        that thread into another, the id answers as an alias of it.
     """
-    content_hash = hashlib.sha256(raw).digest()
-    dedupe_key = _dedupe_key(parsed.message_id, raw if dedupe_raw is None else dedupe_raw)
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", identity_id)
-        existing = await conn.fetchrow(
-            "SELECT id, thread_id, content_hash, coalesce(sent_at, received_at) AS date"
-            " FROM messages"
-            " WHERE identity_id = $1 AND dedupe_key = $2", identity_id, dedupe_key)
-        if existing is not None:
-            same = existing["content_hash"] == content_hash
-            return StoreOutcome(
-                message_id=existing["id"], thread_id=existing["thread_id"],
-                date=existing["date"], duplicate=True,
-                duplicate_reason="same bytes" if same else "same message, received again"
-                if dedupe_raw is not None else "same message, other line endings",
-            )
-        received = datetime.now(timezone.utc)
-        when = parsed.sent_at or received
+        hashes = [hashlib.sha256(i.raw).digest() for i in items]
+        dedupe_keys = [_dedupe_key(i.parsed.message_id, i.raw if i.dedupe_raw is None
+                                   else i.dedupe_raw) for i in items]
+        seen = {r["dedupe_key"]: (r["id"], r["thread_id"], r["content_hash"], r["date"])
+                for r in await conn.fetch(
+                    "SELECT dedupe_key, id, thread_id, content_hash,"
+                    " coalesce(sent_at, received_at) AS date FROM messages"
+                    " WHERE identity_id = $1 AND dedupe_key = any($2::text[])",
+                    identity_id, dedupe_keys)}
         own = await identity_addresses(conn, identity_id)
-        outbound = parsed.from_ is not None and parsed.from_.address in own
-        keys = thread_keys(parsed)
-        thread_id = await _choose_thread(conn, identity_id, parsed, keys, when)
-        if keys:
-            await conn.execute(
-                "INSERT INTO thread_refs (identity_id, message_id, thread_id)"
-                " SELECT $1, k, $3 FROM unnest($2::text[]) AS k"
-                " ON CONFLICT (identity_id, message_id) DO UPDATE SET thread_id = excluded.thread_id",
-                identity_id, keys, thread_id,
-            )
-        message_id = new_id(Prefix.MESSAGE)
+        union = await _thread_union(conn, identity_id, items)
+        existing = set(union.threads)
+        book = ContactBook()
+        created: dict[str, tuple[str, datetime]] = {}
+        outcomes: list[StoreOutcome] = []
+        rows, raws, attachments, keys = [], [], [], {}
+        for item, content_hash, dedupe_key in zip(items, hashes, dedupe_keys):
+            parsed = item.parsed
+            if dedupe_key in seen:
+                message_id, thread_id, stored_hash, date = seen[dedupe_key]
+                outcomes.append(StoreOutcome(
+                    message_id=message_id, thread_id=union.live(thread_id), date=date,
+                    duplicate=True, duplicate_reason="same bytes" if stored_hash == content_hash
+                    else "same message, received again" if item.dedupe_raw is not None
+                    else "same message, other line endings"))
+                continue
+            received = datetime.now(timezone.utc)
+            when = parsed.sent_at or received
+            message_id = new_id(Prefix.MESSAGE)
+            placed = union.place(message_id, parsed, when)
+            keys.update(dict.fromkeys(thread_keys(parsed)))
+            if placed.created:
+                created[placed.thread_id] = (parsed.subject, when)
+            seen[dedupe_key] = (message_id, placed.thread_id, content_hash, when)
+            outbound, people = correspondents(parsed, own)
+            book.count(people, outbound=outbound, when=when)
+            rows.append([
+                message_id, identity_id, placed.thread_id, parsed.message_id, parsed.in_reply_to,
+                parsed.references, parsed.subject,
+                parsed.from_.address if parsed.from_ else None,
+                parsed.from_.name if parsed.from_ else None,
+                _addresses(parsed.to), _addresses(parsed.cc), _addresses(parsed.reply_to),
+                parsed.sent_at, received, parsed.text, item.new_text, item.snippet,
+                [list(h) for h in parsed.headers], "outbound" if outbound else "inbound",
+                "sent" if outbound and item.status == "received" else item.status,
+                content_hash, dedupe_key, parsed.defects, bool(parsed.attachments), outbound])
+            raws.append((message_id, item.raw))
+            stored = [(new_id(Prefix.ATTACHMENT), message_id, a.part_index, a.filename,
+                       a.content_type, a.disposition, a.content_id, len(a.content),
+                       hashlib.sha256(a.content).digest(), a.content,
+                       attachment_type(a.content_type, a.filename, a.content))
+                      for a in parsed.attachments]
+            attachments += stored
+            outcomes.append(StoreOutcome(message_id=message_id, thread_id=placed.thread_id,
+                                         duplicate=False, date=when,
+                                         attachment_ids=[a[0] for a in stored]))
+        if not rows:
+            return outcomes
+        await _write_threads(conn, identity_id, union, created, existing)
+        # Messages of threads merged later in the run are written where they live now.
+        for row in rows:
+            row[2] = union.live(row[2])
+        touched = sorted({row[2] for row in rows} | {union.live(t) for t in union.merged_into})
         await conn.execute(
+            "INSERT INTO thread_refs (identity_id, message_id, thread_id)"
+            " SELECT $1, k, t FROM unnest($2::text[], $3::text[]) AS r(k, t)"
+            " ON CONFLICT (identity_id, message_id) DO UPDATE SET thread_id = excluded.thread_id",
+            identity_id, list(keys), [union.live(union.refs[k]) for k in keys])
+        await conn.executemany(
             """INSERT INTO messages (id, identity_id, thread_id, rfc_message_id, in_reply_to,
                  "references", subject, from_address, from_name, to_addresses, cc_addresses,
                  reply_to, sent_at, received_at, text, new_text, snippet, headers, direction,
                  status, content_hash, dedupe_key, parse_defects, has_attachment, read)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                       $17, $18, $19, $20, $21, $22, $23, $24, $25)""",
-            message_id, identity_id, thread_id, parsed.message_id, parsed.in_reply_to,
-            parsed.references, parsed.subject,
-            parsed.from_.address if parsed.from_ else None,
-            parsed.from_.name if parsed.from_ else None,
-            _addresses(parsed.to), _addresses(parsed.cc), _addresses(parsed.reply_to),
-            parsed.sent_at, received, parsed.text, new_text, snippet,
-            [list(h) for h in parsed.headers], "outbound" if outbound else "inbound",
-            "sent" if outbound and status == "received" else status,
-            content_hash, dedupe_key, parsed.defects, bool(parsed.attachments), outbound,
-        )
-        await conn.execute("INSERT INTO raw_messages (message_id, raw) VALUES ($1, $2)",
-                           message_id, raw)
-        if parsed.attachments:
+                       $17, $18, $19, $20, $21, $22, $23, $24, $25)""", rows)
+        await conn.executemany("INSERT INTO raw_messages (message_id, raw) VALUES ($1, $2)", raws)
+        if attachments:
             await conn.executemany(
                 "INSERT INTO attachments (id, message_id, part_index, filename, content_type,"
                 " disposition, content_id, size, sha256, content, attachment_type)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                [(new_id(Prefix.ATTACHMENT), message_id, a.part_index, a.filename,
-                  a.content_type, a.disposition, a.content_id, len(a.content),
-                  hashlib.sha256(a.content).digest(), a.content,
-                  attachment_type(a.content_type, a.filename, a.content))
-                 for a in parsed.attachments],
-            )
-        people = (parsed.to + parsed.cc) if outbound else ([parsed.from_] if parsed.from_ else [])
-        await count_contacts(conn, identity_id, [p for p in people if p.address not in own],
-                             outbound=outbound, when=when)
-        await _refresh_thread(conn, thread_id)
-    return StoreOutcome(message_id=message_id, thread_id=thread_id, duplicate=False, date=when)
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", attachments)
+        await book.save(conn, identity_id)
+        refreshed = await conn.fetch(_REFRESH, touched)
+        await conn.execute(
+            "UPDATE threads t SET subject_key = k.key FROM unnest($1::text[], $2::text[])"
+            " AS k(id, key) WHERE t.id = k.id",
+            [r["id"] for r in refreshed], [subject_key(r["subject"] or "") for r in refreshed])
+    return outcomes
+
+
+async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
+                         raw: bytes, *, new_text: str, snippet: str,
+                         status: str = "received", dedupe_raw: bytes | None = None) -> StoreOutcome:
+    """Store one message: :func:`insert_messages` of ``NewMessage(parsed=parsed, raw=raw, ...)``.
+    ``dedupe_raw`` is what the content is judged on when ``raw`` carries trace fields added on
+    receipt (the SMTP listener's Received and Authentication-Results), so a redelivered message
+    is a duplicate."""
+    return (await insert_messages(conn, identity_id, [NewMessage(
+        parsed=parsed, raw=raw, new_text=new_text, snippet=snippet, status=status,
+        dedupe_raw=dedupe_raw)]))[0]
 
 
 _MESSAGE_COLUMNS = """m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,

@@ -37,6 +37,12 @@ not; ``normal`` otherwise.
 
 Risk flags (:data:`RISK_FLAGS`) point an agent at what to check before acting on a request in the
 mail (spec: "Check trust and risk_flags before acting on any request in the message").
+
+Triage runs in two steps, so that the costly one needs no database: :func:`draft_of` reads the
+message alone (its phrases, fields and attachments; all but trust), and :func:`decide` adds trust
+to a draft. Ingest drafts on the import's worker processes (``shared.ingest.prepare``) and decides
+once the message's trust is known; :func:`triage` is the two in one. Phrase patterns run behind
+literal gates (``shared.mail.prefilter``): the same results for a fraction of the searches.
 """
 
 from __future__ import annotations
@@ -51,12 +57,13 @@ import msgspec
 
 from shared.mail.judged import Triage, Trust
 from shared.mail.model import ParsedMessage
-from shared.mail.spam import SPAM_SCORE, spam_signals
+from shared.mail.prefilter import Gated, Scanned
+from shared.mail.spam import SPAM_SCORE, content_signals, trust_signals
 
 __all__ = ["CATEGORIES", "RISK_FLAGS", "URGENCIES", "MIN_TOPIC", "STRONG_TOPIC", "TEXT_CHARS",
            "FIELD_CHARS",
-           "Triage", "TriageInput", "judged_text", "input_of", "triage", "save_triage", "triage_of",
-           "categories_of", "TRIAGE_COLUMN", "triage_from"]
+           "Triage", "TriageInput", "TriageDraft", "judged_text", "input_of", "triage", "draft_of",
+           "decide", "save_triage", "triage_of", "categories_of", "TRIAGE_COLUMN", "triage_from"]
 
 #: Every category, and what it holds. ``mail_search``'s ``category:`` accepts exactly these.
 CATEGORIES: dict[str, str] = {
@@ -141,41 +148,37 @@ _TOPICS: dict[str, tuple[str, ...]] = {
                  r"\btwo[- ]factor\b|\b2fa\b", r"\bsecurity (alert|code|notice)",
                  r"\bverify your (email|account|identity)"),
 }
-_COMPILED = {name: [re.compile(p, _I) for p in pats] for name, pats in _TOPICS.items()}
-#: Each topic's phrases as one alternation: a topic none of whose phrases occurs scores 0 after
-#: one search a field instead of one a phrase (import profile, issue 14: the topic loop was a
-#: sixth of the import's CPU; this gate makes it about 3× faster with the same scores).
-_ANY_OF = {name: re.compile("|".join(f"(?:{p})" for p in pats), _I)
-           for name, pats in _TOPICS.items()}
+_COMPILED = {name: [Gated(re.compile(p, _I)) for p in pats] for name, pats in _TOPICS.items()}
 
-_URGENT = re.compile(
+_URGENT = Gated(re.compile(
     r"\burgent(ly)?\b|\basap\b|\bas soon as possible\b|\bimmediate(ly)?\b|\bfinal (notice|reminder|demand)"
     r"|\boverdue\b|\bwithin (24|48) hours\b|\bby (the )?end of (the )?day\b|\btime[- ]sensitive\b"
-    r"|\baction required\b|\blegal action\b|\bdeadline (is )?(today|tomorrow)\b", _I)
+    r"|\baction required\b|\blegal action\b|\bdeadline (is )?(today|tomorrow)\b", _I))
 _NOREPLY = re.compile(
     r"^(no-?reply|do-?not-?reply|mailer-daemon|postmaster|notifications?|bounces?)([+@.-]|$)", _I)
 
-_PAYMENT_CHANGE = re.compile(
+_PAYMENT_CHANGE = Gated(re.compile(
     r"\b(new|changed?|updated?|different)\b.{0,40}\b(bank|account) (details|number|information)"
     r"|\b(bank|account) (details|number)\b.{0,40}\b(have |has )?(changed|updated)"
-    r"|\bIBAN\b.{0,60}\b(new|changed?|updated?)\b|\bnew (IBAN|sort code)\b", _I | re.S)
-_CREDENTIALS = re.compile(
+    r"|\bIBAN\b.{0,60}\b(new|changed?|updated?)\b|\bnew (IBAN|sort code)\b", _I | re.S))
+_CREDENTIALS = Gated(re.compile(
     r"\b(send|give|confirm|provide|share|enter|reply with)\b.{0,40}\b(password|passcode|PIN|login"
     r"|credentials|verification code|security code|one[- ]time code)\b"
-    r"|\bverify your (account|identity|password)\b", _I | re.S)
-_GIFT_CARDS = re.compile(r"\b(gift ?cards?|itunes cards?|vouchers?)\b.{0,60}\b(buy|purchase|get|send)"
-                         r"|\b(buy|purchase|get)\b.{0,60}\b(gift ?cards?|itunes cards?)", _I | re.S)
+    r"|\bverify your (account|identity|password)\b", _I | re.S))
+_GIFT_CARDS = Gated(re.compile(
+    r"\b(gift ?cards?|itunes cards?|vouchers?)\b.{0,60}\b(buy|purchase|get|send)"
+    r"|\b(buy|purchase|get)\b.{0,60}\b(gift ?cards?|itunes cards?)", _I | re.S))
 _PRESS = r"(urgent(ly)?|immediately|asap|as soon as possible|today|right away|within \d+ hours)"
 _PAYING = r"(wire|transfer|pay|payment|remit)"
 # Pressure and payment in one sentence ("wire it immediately", "urgent: pay today").
-_URGENT_PAYMENT = re.compile(rf"\b{_PRESS}\b[^.!?\n]{{0,60}}\b{_PAYING}\b"
-                             rf"|\b{_PAYING}\b[^.!?\n]{{0,60}}\b{_PRESS}\b", _I)
-_INJECTION = re.compile(
+_URGENT_PAYMENT = Gated(re.compile(rf"\b{_PRESS}\b[^.!?\n]{{0,60}}\b{_PAYING}\b"
+                                   rf"|\b{_PAYING}\b[^.!?\n]{{0,60}}\b{_PRESS}\b", _I))
+_INJECTION = Gated(re.compile(
     r"\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|earlier|all|your)\b.{0,20}"
     r"\b(instructions|prompts?|rules|directions)\b"
     r"|\bsystem prompt\b|\b(you are|act as) (now )?an? (AI|assistant|language model)\b"
     r"|\b(AI|LLM) (agent|assistant)s?\b.{0,40}\b(must|should|need to|are instructed)\b"
-    r"|<\|im_start\|>|\[/?INST\]|\bdeveloper mode\b", _I | re.S)
+    r"|<\|im_start\|>|\[/?INST\]|\bdeveloper mode\b", _I | re.S))
 _DANGEROUS_EXT = re.compile(
     r"\.(exe|scr|com|pif|bat|cmd|vbs|vbe|js|jse|wsf|wsh|hta|msi|msp|jar|ps1|lnk|iso|img|docm"
     r"|xlsm|pptm|dotm|xlam)$", _I)
@@ -224,23 +227,29 @@ def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -
         attachments=[(a.filename, a.content_type) for a in parsed.attachments], trust=trust)
 
 
-def _header(headers: Sequence[tuple[str, str]], name: str) -> list[str]:
-    return [v.strip().lower() for n, v in headers if n.lower() == name]
+def _header(fields: dict[str, list[str]], name: str) -> list[str]:
+    return [v.strip().lower() for v in fields.get(name, ())]
+
+
+def _by_name(headers: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each field's values by lower-case name, in order: one pass for triage's many lookups."""
+    found: dict[str, list[str]] = {}
+    for name, value in headers:
+        found.setdefault(name.lower(), []).append(value)
+    return found
 
 
 def _domain(address: str | None) -> str:
     return (address or "").rpartition("@")[2].lower()
 
 
-def _topic(msg: TriageInput, text: str) -> tuple[str | None, int]:
+def _topic(msg: TriageInput, subject: Scanned, text: Scanned) -> tuple[str | None, int]:
     best, best_score = None, 0
     names = " ".join(f for f, _ in msg.attachments if f)
+    scanned_names = Scanned(names)
     for name, patterns in _COMPILED.items():
-        gate = _ANY_OF[name]
-        score = 0
-        if gate.search(msg.subject) or (names and gate.search(names)) or gate.search(text):
-            score = sum(3 * bool(p.search(msg.subject)) + 2 * bool(names and p.search(names))
-                        + bool(p.search(text)) for p in patterns)
+        score = sum(3 * bool(p.search(subject)) + 2 * bool(names and p.search(scanned_names))
+                    + bool(p.search(text)) for p in patterns)
         if name == "scheduling" and any(ct == "text/calendar" for _, ct in msg.attachments):
             score += 3
         if score > best_score:
@@ -248,22 +257,56 @@ def _topic(msg: TriageInput, text: str) -> tuple[str | None, int]:
     return best, best_score
 
 
-def _risk_flags(msg: TriageInput, text: str, category: str, automated: bool) -> list[str]:
-    flags: set[str] = set()
-    body = f"{msg.subject}\n{text}"
+class TriageDraft(msgspec.Struct, frozen=True, kw_only=True):
+    """What triage reads of a message without its trust (:func:`draft_of`), for :func:`decide`:
+    the upstream spam mark, the spam score of the content (``shared.mail.spam.content_signals``),
+    the list, bulk and automated-sender marks, the best topic and its score, whether a priority
+    field or the subject or text presses, and the risk flags that do not depend on the category,
+    with the two that do (a credentials request, a Reply-To in another domain) apart."""
+
+    marked_spam: bool
+    content_score: float
+    listed: bool
+    bulk: bool
+    auto: bool
+    topic: str | None
+    score: int
+    priority_high: bool
+    subject_pressed: bool
+    text_pressed: bool
+    flags: list[str]
+    asks_credentials: bool
+    reply_elsewhere: bool
+
+
+def draft_of(msg: TriageInput) -> TriageDraft:
+    """The trust-free part of :func:`triage` for ``msg`` (whose ``trust`` is not read). Pure;
+    never raises."""
+    fields = _by_name(msg.headers)
+    text = msg.text[:TEXT_CHARS]
+    msg = dataclasses.replace(msg, subject=msg.subject[:FIELD_CHARS],
+                              from_name=(msg.from_name or "")[:FIELD_CHARS] or None)
+    listed = any(_header(fields, name) for name in _DISCUSSION_HEADERS) or (
+        "list" in _header(fields, "precedence"))
+    # A List-Id without List-Post is an announcement list: one sender, many readers.
+    bulk = bool(_header(fields, "list-unsubscribe")) or any(
+        v in ("bulk", "junk") for v in _header(fields, "precedence")) or (
+        bool(_header(fields, "list-id")) and not listed)
+    auto = any(v and v != "no" for v in _header(fields, "auto-submitted")) or any(
+        "multipart/report" in v for v in _header(fields, "content-type")) or bool(
+        _NOREPLY.match(msg.from_address or ""))
+    scanned_subject, scanned_text = Scanned(msg.subject), Scanned(text)
+    topic, score = _topic(msg, scanned_subject, scanned_text)
+    priority = _header(fields, "importance") + _header(fields, "x-priority") + _header(
+        fields, "priority")
+    body = Scanned(f"{msg.subject}\n{text}")
+    flags = set()
     if _PAYMENT_CHANGE.search(body):
         flags.add("payment_change")
-    if _CREDENTIALS.search(body) and category != "security":
-        flags.add("credential_request")
     if _GIFT_CARDS.search(body):
         flags.add("gift_cards")
     if _URGENT_PAYMENT.search(body):
         flags.add("urgent_payment")
-    sender = _domain(msg.from_address)
-    # Lists and bulk senders set Reply-To to the list or a help desk as a matter of course.
-    if sender and not automated and any(
-            _domain(r) and _domain(r) != sender for r in msg.reply_to):
-        flags.add("reply_to_mismatch")
     shown = _ADDR_SPEC.search(msg.from_name or "")
     if shown and shown[0].lower() != (msg.from_address or ""):
         flags.add("display_name_mismatch")
@@ -272,57 +315,63 @@ def _risk_flags(msg: TriageInput, text: str, category: str, automated: bool) -> 
         flags.add("dangerous_attachment")
     if _INJECTION.search(body):
         flags.add("prompt_injection")
-    return sorted(flags)
+    sender = _domain(msg.from_address)
+    return TriageDraft(
+        marked_spam=any(v.startswith("yes") for v in _header(fields, "x-spam-flag")
+                        + _header(fields, "x-spam-status")),
+        content_score=sum(content_signals(subject=msg.subject, text=text, headers=msg.headers,
+                                          from_address=msg.from_address).values()),
+        listed=listed, bulk=bulk, auto=auto, topic=topic, score=score,
+        priority_high=any(v in ("high", "urgent") or v[:1] in ("1", "2") for v in priority),
+        subject_pressed=_URGENT.search(scanned_subject) is not None,
+        text_pressed=_URGENT.search(scanned_text) is not None,
+        flags=sorted(flags),
+        asks_credentials=_CREDENTIALS.search(body) is not None,
+        # Lists and bulk senders set Reply-To to the list or a help desk as a matter of course
+        # (only mail that is not automated gets the flag: decide).
+        reply_elsewhere=bool(sender) and any(_domain(r) and _domain(r) != sender
+                                             for r in msg.reply_to))
 
 
-def triage(msg: TriageInput) -> Triage:
-    """Category, urgency and risk flags of one message (module docstring). Pure; never raises."""
-    headers = msg.headers
-    text = msg.text[:TEXT_CHARS]
-    msg = dataclasses.replace(msg, subject=msg.subject[:FIELD_CHARS],
-                              from_name=(msg.from_name or "")[:FIELD_CHARS] or None)
-    spam = any(v.startswith("yes") for v in _header(headers, "x-spam-flag")
-               + _header(headers, "x-spam-status")) or sum(spam_signals(
-        subject=msg.subject, text=text, headers=headers, from_address=msg.from_address,
-        trust=msg.trust).values()) >= SPAM_SCORE
-    listed = any(_header(headers, name) for name in _DISCUSSION_HEADERS) or (
-        "list" in _header(headers, "precedence"))
-    # A List-Id without List-Post is an announcement list: one sender, many readers.
-    bulk = bool(_header(headers, "list-unsubscribe")) or any(
-        v in ("bulk", "junk") for v in _header(headers, "precedence")) or (
-        bool(_header(headers, "list-id")) and not listed)
-    auto = any(v and v != "no" for v in _header(headers, "auto-submitted")) or any(
-        "multipart/report" in v for v in _header(headers, "content-type")) or bool(
-        _NOREPLY.match(msg.from_address or ""))
-    topic, score = _topic(msg, text)
+def decide(draft: TriageDraft, trust: Trust | None) -> Triage:
+    """The triage of a message from its draft and its trust (module docstring). Pure."""
+    spam = draft.marked_spam or (
+        not (trust is not None and trust.known_sender)
+        and draft.content_score + sum(trust_signals(trust).values()) >= SPAM_SCORE)
     if spam:
         category = "spam"
-    elif listed and score < STRONG_TOPIC:
+    elif draft.listed and draft.score < STRONG_TOPIC:
         category = "list"
-    elif topic is not None and score >= MIN_TOPIC:
-        category = topic
-    elif bulk:
+    elif draft.topic is not None and draft.score >= MIN_TOPIC:
+        category = draft.topic
+    elif draft.bulk:
         category = "newsletter"
-    elif auto:
+    elif draft.auto:
         category = "notification"
     else:
         category = "other"
-    automated = spam or listed or bulk or auto
-    priority = _header(headers, "importance") + _header(headers, "x-priority") + _header(
-        headers, "priority")
+    automated = spam or draft.listed or draft.bulk or draft.auto
     # Automated mail presses only through its subject or priority fields: a list post's body is
     # full of "immediately" in code and quotes.
-    pressed = _URGENT.search(msg.subject) or (not automated and _URGENT.search(text))
-    if category != "spam" and (pressed or any(
-            v in ("high", "urgent") or v[:1] in ("1", "2") for v in priority)):
+    pressed = draft.subject_pressed or (not automated and draft.text_pressed)
+    if category != "spam" and (pressed or draft.priority_high):
         urgency = "high"
     elif automated:
         urgency = "low"
     else:
         urgency = "normal"
-    return Triage(category=category, urgency=urgency,
-                  risk_flags=_risk_flags(msg, text, category, automated),
+    flags = set(draft.flags)
+    if draft.asks_credentials and category != "security":
+        flags.add("credential_request")
+    if draft.reply_elsewhere and not automated:
+        flags.add("reply_to_mismatch")
+    return Triage(category=category, urgency=urgency, risk_flags=sorted(flags),
                   automated=automated)
+
+
+def triage(msg: TriageInput) -> Triage:
+    """Category, urgency and risk flags of one message (module docstring). Pure; never raises."""
+    return decide(draft_of(msg), msg.trust)
 
 
 async def save_triage(conn: asyncpg.Connection, identity_id: str,

@@ -195,10 +195,8 @@ async def _planned(conn: asyncpg.Connection) -> AsyncIterator[None]:
     try:
         yield
     except BaseException:
-        # Best effort, and never in place of what went wrong: after PostgreSQL's loss asyncpg
-        # has closed the connection and detached it from its pool proxy, so any call on it
-        # raises InterfaceError, which would turn an ``unavailable`` call ``internal`` (issue
-        # 9). The pool rolls back a transaction left open when the connection comes back.
+        # The call's own error is what the caller sees: a ROLLBACK on a connection that was
+        # just lost fails too, and the pool then drops the connection anyway.
         with contextlib.suppress(Exception):
             if not conn.is_closed() and conn.is_in_transaction():
                 await conn.execute("ROLLBACK")

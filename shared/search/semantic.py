@@ -1,7 +1,8 @@
 """The process's semantic search engine: the embedder for query texts and the vector index.
 
 One :class:`SemanticEngine` per process and ``PM_EMBEDDER`` value (:func:`engine_for`). It loads
-the model on first use, in a thread (about 0.7 s for ONNX), and picks the vector index once
+the model on first use, in a thread (about 0.5 s for ONNX; on a machine where no process has
+built the int8 model yet, building it takes about 5 s more), and picks the vector index once
 (pgvector when migration 0002 added ``vec_v``, else numpy). When the model cannot load,
 :meth:`SemanticEngine.ready` returns the reason and every later call returns it at once: search
 answers with keyword results and ``degraded: true`` (spec section 4.3). Query texts are embedded
@@ -30,9 +31,10 @@ log = get_logger("shared.search.semantic")
 class SemanticEngine:
     """Embedder plus vector index, loaded lazily; see the module docstring."""
 
-    def __init__(self, embedder_name: str, threads: int) -> None:
+    def __init__(self, embedder_name: str, threads: int, cache: str = "") -> None:
         self._name = embedder_name
         self._threads = threads
+        self._cache = cache
         self._lock = asyncio.Lock()
         self._loaded = False
         self._problem: str | None = None
@@ -46,7 +48,7 @@ class SemanticEngine:
             if not self._loaded:
                 try:
                     self.embedder = await asyncio.to_thread(load_embedder, self._name,
-                                                            self._threads)
+                                                            self._threads, self._cache)
                     if self.embedder is None:
                         self._problem = "semantic search is off (PM_EMBEDDER=off)"
                 except EmbedderUnavailable as exc:
@@ -74,12 +76,12 @@ class SemanticEngine:
                                         params=params)
 
 
-_ENGINES: dict[tuple[str, int], SemanticEngine] = {}
+_ENGINES: dict[tuple[str, int, str], SemanticEngine] = {}
 
 
 def engine_for(settings: Settings) -> SemanticEngine:
     """The process's engine for ``settings.pm_embedder`` (created once, loaded on first use)."""
-    key = (settings.pm_embedder, settings.pm_embed_threads)
+    key = (settings.pm_embedder, settings.pm_embed_threads, settings.pm_model_cache)
     if key not in _ENGINES:
         _ENGINES[key] = SemanticEngine(*key)
     return _ENGINES[key]

@@ -52,3 +52,19 @@ async def test_status_and_the_import_summary_say_how_long_embedding_takes(db_url
     assert off.returncode == 2 and "PM_EMBEDDER is off" in off.stderr
     unknown = pylota(db_url, "embeddings", "status", "--identity", "nobody@x.example")
     assert unknown.returncode == 2
+
+
+def test_prepare_builds_the_int8_model_into_the_cache_folder(db_url, monkeypatch, tmp_path) -> None:
+    from shared.embeddings.quantized import MODEL
+
+    monkeypatch.setenv("PM_MODEL_CACHE", str(tmp_path / "models"))
+    done = pylota(db_url, "embeddings", "prepare")
+    assert done.returncode == 0, done.stderr
+    name, path = done.stdout.split()
+    assert name == MODEL and path.startswith(str(tmp_path / "models"))
+    assert (tmp_path / "models" / path.rsplit("/", 1)[1]).stat().st_size > 10_000_000
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("PM_MODEL_CACHE", str(tmp_path / "a-file" / "models"))
+    refused = pylota(db_url, "embeddings", "prepare")
+    assert refused.returncode == 2 and "PM_MODEL_CACHE" in refused.stderr

@@ -1,8 +1,49 @@
-"""The process's PostgreSQL pool (``shared.db.pool``) on a real PostgreSQL."""
+"""The process's pool (shared.db.pool): a connection lost under its holder is ``unavailable``,
+a connection used after its release stays an error of ours."""
 
 from __future__ import annotations
 
+import asyncpg
+import pytest
+
 from shared.db import open_database
+from shared.errors import ErrorCode, PylotaError
+from tests.faults.kit import eventually
+
+
+def lost(conn: asyncpg.Connection) -> bool:
+    """Whether asyncpg has seen ``conn`` closed (and the pool has taken it back)."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:
+        return True
+
+
+@pytest.fixture
+async def db(db_url):
+    database = await open_database(db_url, size=2, acquire_seconds=5)
+    yield database
+    await database.close()
+
+
+async def test_a_connection_lost_under_its_holder_is_unavailable(db, conn):
+    with pytest.raises(PylotaError) as raised:
+        async with db.acquire() as held:
+            pid = await held.fetchval("SELECT pg_backend_pid()")
+            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+            await eventually(lambda: lost(held), 5, "asyncpg reads the loss")
+            await held.fetchval("SELECT 1")  # the pool has taken it back meanwhile
+    assert raised.value.code is ErrorCode.UNAVAILABLE
+    async with db.acquire() as fresh:  # and the pool serves again
+        assert await fresh.fetchval("SELECT 1") == 1
+
+
+async def test_a_connection_used_after_its_release_is_not_taken_for_an_outage(db):
+    async with db.acquire() as first:
+        pass
+    with pytest.raises(asyncpg.InterfaceError, match="released back to the pool"):
+        async with db.acquire():
+            await first.fetchval("SELECT 1")
 
 
 async def test_a_connection_lost_as_it_is_released_is_given_back_without_an_error(db_url):
@@ -13,12 +54,12 @@ async def test_a_connection_lost_as_it_is_released_is_given_back_without_an_erro
     ``InternalClientError`` ("called on a free connection holder") in place of what the block
     ended with — an ``internal`` call instead of ``unavailable`` (issue 9). The pool serves
     again after."""
-    db = await open_database(db_url, size=1, acquire_seconds=5)
+    database = await open_database(db_url, size=1, acquire_seconds=5)
     try:
-        async with db.acquire() as pooled:
+        async with database.acquire() as pooled:
             assert await pooled.fetchval("SELECT 1") == 1
             pooled._con._transport.abort()  # the loss, as a network cut delivers it
-        async with db.acquire() as again:
+        async with database.acquire() as again:
             assert await again.fetchval("SELECT 2") == 2
     finally:
-        await db.close()
+        await database.close()

