@@ -15,7 +15,6 @@ the outage is still found.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime, timezone
 from typing import Literal
@@ -108,7 +107,7 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
     deadline = started + min(timeout, control.remaining())
     next_beat = started + heartbeat
     look_from = request.since
-    async with feed.listen(new_mail_channel(request.identity_id)) as events:
+    with feed.listen(new_mail_channel(request.identity_id)) as events:
         # Registered before looking back, so a message stored in between is not missed.
         waited_from = datetime.now(timezone.utc)
         if look_from is not None and (found := await _look(db, request, look_from)) is not None:
@@ -126,9 +125,7 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
                 if (found := await _look(db, request, since)) is not None:
                     return _result(found, request)
             until = min(next_beat, deadline, now + LOST_RECHECK_SECONDS if lost else deadline)
-            try:
-                event = await asyncio.wait_for(events.get(), max(0.0, until - now))
-            except asyncio.TimeoutError:
+            if (event := await events.get(until - now)) is None:
                 continue
             if isinstance(event, Lost):
                 lost = True
