@@ -96,8 +96,13 @@ def _code(message: dict[str, Any]) -> str:
     if "error" in message:
         return str((message["error"].get("data") or {}).get("error", {}).get(
             "code", message["error"]["code"]))
-    structured = message["result"].get("structuredContent") or {}
-    return str(structured.get("error", {}).get("code", "isError"))
+    # a tool error carries its envelope as the text content, no structuredContent (spec section 5)
+    for block in message["result"].get("content") or ():
+        try:
+            return str(json.loads(block.get("text", ""))["error"]["code"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return "isError"
 
 
 async def _stream(host: str, port: int, request: bytes, tally: Tally, opening: asyncio.Semaphore,
