@@ -13,7 +13,9 @@ and ends with its timed-out result after ``--timeout`` seconds.
 
 It prints the streams open at the peak, the gaps between events of every stream (lateness
 against the heartbeat: p50, p99, max), the front's VmRSS before the first stream and at the peak
-(KB per open stream), how many streams got their final JSON-RPC result, and the errors.
+(KB per open stream; and the marginal KB, the RSS slope over the second half of the climb,
+which leaves out what the front allocates once), how many streams got their final JSON-RPC
+result, and the errors (a tool error by its code and message).
 
 Targets (issue 14): >= 5,000 held at once, keep-alive lateness <= 1 s, <= 20 KB per stream.
 """
@@ -92,12 +94,19 @@ def _request(host: str, port: int, token: str, number: int, timeout: int) -> byt
 
 
 def _code(message: dict[str, Any]) -> str:
-    """The error code of a final JSON-RPC message: the tool error's, or the JSON-RPC one."""
+    """The error of a final JSON-RPC message: the tool error's code and message, or the JSON-RPC
+    code."""
     if "error" in message:
         return str((message["error"].get("data") or {}).get("error", {}).get(
             "code", message["error"]["code"]))
-    structured = message["result"].get("structuredContent") or {}
-    return str(structured.get("error", {}).get("code", "isError"))
+    # a tool error carries its envelope as the text content, no structuredContent (spec section 5)
+    for block in message["result"].get("content") or ():
+        try:
+            error = json.loads(block.get("text", ""))["error"]
+            return f"{error['code']} ({error['message']})"
+        except (ValueError, KeyError, TypeError):
+            continue
+    return "isError"
 
 
 async def _stream(host: str, port: int, request: bytes, tally: Tally, opening: asyncio.Semaphore,
@@ -166,14 +175,21 @@ async def _run(stack: Stack, front_pid: int, token: str, args: argparse.Namespac
                                          tally, opening, deadline))
              for n in range(1, args.streams + 1)]
     peak_rss, peak_open, ramp = before, 0, 0.0
+    climb: list[tuple[int, int]] = []  # (streams open, front RSS) at each new peak
     while not all(task.done() for task in tasks):
         await asyncio.sleep(0.5)
         if tally.open_now > peak_open:
             peak_open, peak_rss = tally.open_now, rss_kb(front_pid)
+            climb.append((peak_open, peak_rss))
             ramp = time.monotonic() - started
     await asyncio.gather(*tasks)
     lateness = [gap - args.heartbeat for gap in tally.gaps]
     per_stream = (peak_rss - before) / peak_open if peak_open else 0.0
+    # The same without what the front allocates once (pools filling up, first-use caches),
+    # which the average above spreads over the streams held: the RSS slope over the second
+    # half of the climb.
+    half = next(((n, kb) for n, kb in climb if n >= peak_open / 2 and n < peak_open), None)
+    marginal = (peak_rss - half[1]) / (peak_open - half[0]) if half else 0.0
     late_p99 = percentile(lateness, 99)
     rows = [
         ("streams asked / held at peak", f"{args.streams} / {peak_open}"
@@ -183,7 +199,8 @@ async def _run(stack: Stack, front_pid: int, token: str, args: argparse.Namespac
         ("lateness vs heartbeat p50 / p99 / max",
          f"{percentile(lateness, 50):+.3f} / {late_p99:+.3f} / {max(lateness, default=0):+.3f} s"),
         ("front VmRSS before / at peak", f"{before / 1024:.1f} / {peak_rss / 1024:.1f} MB"),
-        ("front memory per open stream", f"{per_stream:.1f} KB"),
+        ("front memory per open stream", f"{per_stream:.1f} KB (marginal, over the second half "
+                                          f"of the climb: {marginal:.1f} KB)"),
         ("errors", ", ".join(f"{k}: {v}" for k, v in tally.errors.items()) or "none"),
     ]
     width = max(len(name) for name, _ in rows)

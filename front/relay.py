@@ -22,7 +22,6 @@ legacy ``notifications/cancelled``):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -133,101 +132,103 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
     seconds = job.request.seconds
     arq_job = ArqJob(job_id, res.arq, _queue_name=queue)
     done = False
-    with contextlib.ExitStack() as watching:
-        async with res.job_events.listen(job_channel(job_id)) as events:
+    watched: str | None = None  # the worker running the job, once it said so
+    with res.job_events.listen(job_channel(job_id)) as events:
+        try:
             try:
-                try:
-                    if capacity is not None and await res.redis.zcard(queue) >= capacity:
-                        yield _unavailable("Every worker is busy.",
-                                           "Retry in a few seconds, or start more workers.")
-                        return
-                    queued = await res.arq.enqueue_job(
-                        spec.name, job_id, msgspec.json.encode(job.request.payload), seconds,
-                        _job_id=job_id, _queue_name=queue, _expires=START_SECONDS)
-                except Exception as exc:  # noqa: BLE001 - rendered as the call's end
-                    yield Final(dependency_failure(exc) or PylotaError(
-                        ErrorCode.INTERNAL, "The job could not be queued."))
-                    return
-                if queued is None:  # request ids are unique: a job with this id cannot exist
-                    yield Final(PylotaError(ErrorCode.INTERNAL, "The job id is taken."))
-                    return
-                # The check above races with every other front's: past it, a burst would queue
-                # far beyond capacity. Of the jobs in the queue (running ones included, oldest
-                # first) only the first ``capacity`` may stay; a later one is refused, and
-                # stopped on the way out (the finally below), never left to wait its turn.
-                if capacity is not None and (
-                        rank := await res.redis.zrank(queue, job_id)) is not None \
-                        and rank >= capacity:
+                if capacity is not None and await res.redis.zcard(queue) >= capacity:
                     yield _unavailable("Every worker is busy.",
                                        "Retry in a few seconds, or start more workers.")
                     return
-                started = False
-                deadline = time.monotonic() + START_SECONDS
-                quiet_since = time.monotonic()
-                while True:
-                    now = time.monotonic()
-                    if now >= deadline:
-                        if started:
-                            yield _unavailable(f"The call did not finish within {seconds:g} s.")
-                            return
-                        # The started event may have been missed: ask arq.
-                        status = await arq_job.status()
-                        if status is JobStatus.complete:
-                            if (ending := _ending((await arq_job.result_info()).result)):
-                                done = True
-                                yield ending
-                                return
-                        if status is not JobStatus.in_progress:
-                            yield _unavailable("No worker started the call in time.",
-                                               "Retry in a few seconds, or start more workers.")
-                            return
-                        started, deadline = True, now + seconds + MARGIN_SECONDS
-                        continue
-                    try:
-                        event = await asyncio.wait_for(
-                            events.get(), min(deadline, quiet_since + heartbeat) - now)
-                    except asyncio.TimeoutError:
-                        if time.monotonic() >= deadline:
-                            continue
-                        stored = await arq_job.result_info()
-                        if stored is not None and (ending := _ending(stored.result)):
+                queued = await res.arq.enqueue_job(
+                    spec.name, job_id, msgspec.json.encode(job.request.payload), seconds,
+                    _job_id=job_id, _queue_name=queue, _expires=START_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - rendered as the call's end
+                yield Final(dependency_failure(exc) or PylotaError(
+                    ErrorCode.INTERNAL, "The job could not be queued."))
+                return
+            if queued is None:  # request ids are unique: a job with this id cannot exist
+                yield Final(PylotaError(ErrorCode.INTERNAL, "The job id is taken."))
+                return
+            # The check above races with every other front's: past it, a burst would queue
+            # far beyond capacity. Of the jobs in the queue (running ones included, oldest
+            # first) only the first ``capacity`` may stay; a later one is refused, and
+            # stopped on the way out (the finally below), never left to wait its turn.
+            if capacity is not None and (
+                    rank := await res.redis.zrank(queue, job_id)) is not None \
+                    and rank >= capacity:
+                yield _unavailable("Every worker is busy.",
+                                   "Retry in a few seconds, or start more workers.")
+                return
+            started = False
+            deadline = time.monotonic() + START_SECONDS
+            quiet_since = time.monotonic()
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    if started:
+                        yield _unavailable(f"The call did not finish within {seconds:g} s.")
+                        return
+                    # The started event may have been missed: ask arq.
+                    status = await arq_job.status()
+                    if status is JobStatus.complete:
+                        if (ending := _ending((await arq_job.result_info()).result)):
                             done = True
                             yield ending
                             return
-                        quiet_since = time.monotonic()
-                        yield KEEP_ALIVE
+                    if status is not JobStatus.in_progress:
+                        yield _unavailable("No worker started the call in time.",
+                                           "Retry in a few seconds, or start more workers.")
+                        return
+                    started, deadline = True, now + seconds + MARGIN_SECONDS
+                    continue
+                # One timer per wait, on the listener: the next heartbeat or the deadline.
+                event = await events.get(min(deadline, quiet_since + heartbeat) - now)
+                if event is None:
+                    if time.monotonic() >= deadline:
                         continue
-                    if isinstance(event, Lost):
-                        yield _unavailable("The connection to the job queue was lost.")
-                        return
-                    if isinstance(event, WorkerGone):
-                        yield _unavailable("The worker running this call stopped.")
-                        return
-                    assert isinstance(event, JobEvent)
-                    if event.kind == "started":
-                        started = True
-                        deadline = time.monotonic() + seconds + MARGIN_SECONDS
-                        if event.worker:
-                            watching.enter_context(res.workers.watching(event.worker, events))
-                    elif event.kind == "progress":
-                        quiet_since = time.monotonic()
-                        yield Progress(progress=event.progress or 0.0, total=event.total,
-                                       message=event.message)
-                    elif event.kind == "result" and event.result is not None:
+                    stored = await arq_job.result_info()
+                    if stored is not None and (ending := _ending(stored.result)):
                         done = True
-                        yield Final(event.result)
+                        yield ending
                         return
-                    elif event.kind == "error" and event.error is not None:
-                        done = True
-                        yield Final(_error(event.error))
-                        return
-                    elif event.kind == "cancelled":
-                        done = True  # stopped by its caller: no answer is owed
-                        return
-            except Exception as exc:  # noqa: BLE001 - Redis failed under us: end cleanly
-                yield Final(dependency_failure(exc) or PylotaError(
-                    ErrorCode.INTERNAL, "Relaying the job failed."))
-            finally:
-                if not done:
-                    with anyio.CancelScope(shield=True):
-                        await stop_job(res, job_id, queue)
+                    quiet_since = time.monotonic()
+                    yield KEEP_ALIVE
+                    continue
+                if isinstance(event, Lost):
+                    yield _unavailable("The connection to the job queue was lost.")
+                    return
+                if isinstance(event, WorkerGone):
+                    yield _unavailable("The worker running this call stopped.")
+                    return
+                assert isinstance(event, JobEvent)
+                if event.kind == "started":
+                    started = True
+                    deadline = time.monotonic() + seconds + MARGIN_SECONDS
+                    if event.worker and watched is None:
+                        watched = event.worker
+                        res.workers.watch(watched, events)
+                elif event.kind == "progress":
+                    quiet_since = time.monotonic()
+                    yield Progress(progress=event.progress or 0.0, total=event.total,
+                                   message=event.message)
+                elif event.kind == "result" and event.result is not None:
+                    done = True
+                    yield Final(event.result)
+                    return
+                elif event.kind == "error" and event.error is not None:
+                    done = True
+                    yield Final(_error(event.error))
+                    return
+                elif event.kind == "cancelled":
+                    done = True  # stopped by its caller: no answer is owed
+                    return
+        except Exception as exc:  # noqa: BLE001 - Redis failed under us: end cleanly
+            yield Final(dependency_failure(exc) or PylotaError(
+                ErrorCode.INTERNAL, "Relaying the job failed."))
+        finally:
+            if watched is not None:
+                res.workers.forget(watched, events)
+            if not done:
+                with anyio.CancelScope(shield=True):
+                    await stop_job(res, job_id, queue)

@@ -6,7 +6,7 @@ Workers push their entry in the queue's worker set two heartbeats ahead
 
 - answers :meth:`capacity` (how many jobs the live workers run at once, 0 when none is alive),
   so the front refuses a call no worker can take instead of queueing it to rot;
-- puts :data:`WORKER_GONE` into the queue of every stream whose job runs on a worker that
+- puts :data:`WORKER_GONE` into the listener of every stream whose job runs on a worker that
   stopped beating, so a call on a worker killed with SIGKILL ends within about two heartbeats
   and a half, never at its own deadline.
 """
@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from shared.config import Settings
 from shared.events import workers_key
 from shared.logs import get_logger
+from shared.pubsub import Listener
 
 __all__ = ["WorkerWatch", "WORKER_GONE", "WorkerGone"]
 
@@ -49,7 +50,7 @@ class WorkerWatch:
         self._interval = settings.pm_job_heartbeat_seconds / 2
         self._alive: dict[str, int] = {}
         self._known = False
-        self._watched: dict[str, set[asyncio.Queue[Any]]] = {}
+        self._watched: dict[str, list[Listener[Any]]] = {}
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -75,10 +76,10 @@ class WorkerWatch:
             worker_id, _, max_jobs = member.decode().partition(":")
             alive[worker_id] = int(max_jobs or 0)
         self._alive, self._known = alive, True
-        for worker_id, queues in self._watched.items():
+        for worker_id, listeners in self._watched.items():
             if worker_id not in alive:
-                for queue in queues:
-                    queue.put_nowait(WORKER_GONE)
+                for listener in listeners:
+                    listener.put(WORKER_GONE)
 
     async def _loop(self) -> None:
         while True:
@@ -95,17 +96,17 @@ class WorkerWatch:
         await self._refresh()
         return self.capacity()
 
-    @contextlib.contextmanager
-    def watching(self, worker_id: str, queue: asyncio.Queue[Any]) -> Any:
-        """Put :data:`WORKER_GONE` into ``queue`` if ``worker_id`` stops beating, for the block."""
-        self._watched.setdefault(worker_id, set()).add(queue)
+    def watch(self, worker_id: str, listener: Listener[Any]) -> None:
+        """Put :data:`WORKER_GONE` into ``listener`` if ``worker_id`` stops beating, until
+        :meth:`forget`."""
+        self._watched.setdefault(worker_id, []).append(listener)
         if self._known and worker_id not in self._alive:
-            queue.put_nowait(WORKER_GONE)
-        try:
-            yield
-        finally:
-            queues = self._watched.get(worker_id)
-            if queues is not None:
-                queues.discard(queue)
-                if not queues:
-                    del self._watched[worker_id]
+            listener.put(WORKER_GONE)
+
+    def forget(self, worker_id: str, listener: Listener[Any]) -> None:
+        """Stop watching ``worker_id`` for ``listener`` (no-op when it was not)."""
+        listeners = self._watched.get(worker_id)
+        if listeners is not None and listener in listeners:
+            listeners.remove(listener)
+            if not listeners:
+                del self._watched[worker_id]

@@ -44,6 +44,7 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
     from shared.db.pool import CONNECT_SECONDS
     from shared.jobs import DEADLINE_GRACE_SECONDS
     from shared.mail import budget
+    from shared.pubsub import WAKE_GRID_SECONDS
     from workers.process import MAX_JOBS_BATCH, RECONNECT_DELAYS
     from workers.runner import CALL_RESULT_SECONDS
 
@@ -54,7 +55,8 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
                  "pm_worker_max_jobs", "pm_job_heartbeat_seconds", "pm_stream_heartbeat_seconds"):
         assert f"`{name.upper()}` = {getattr(defaults, name):g}" in section, name
     for seconds in (CONNECT_SECONDS, REDIS_WAIT_SECONDS, BODY_READ_SECONDS, START_SECONDS,
-                    DEADLINE_GRACE_SECONDS, MARGIN_SECONDS, CALL_RESULT_SECONDS):
+                    DEADLINE_GRACE_SECONDS, MARGIN_SECONDS, CALL_RESULT_SECONDS,
+                    WAKE_GRID_SECONDS):
         assert f"{seconds:g} s" in section, seconds
     assert f"Retry-After: {RETRY_AFTER_SECONDS}" in section
     assert f"runs {MAX_JOBS_BATCH} job at a time" in section

@@ -47,6 +47,7 @@ from front.mcp.prompts import PromptSpec
 from front.relay import MARGIN_SECONDS, START_SECONDS, Final, KeepAlive, Progress, follow, \
     stop_job
 from front.resources import Resources
+from front.sse import EventStream
 from front.shedding import RETRY_AFTER_SECONDS
 from shared.auth.keys import Principal
 from shared.errors import ErrorCode, PylotaError, dependency_failure
@@ -82,7 +83,7 @@ def _sse(message: Any) -> bytes:
 
 
 def _stream(frames: AsyncIterator[bytes]) -> Stream:
-    return Stream(frames, status_code=200, media_type=_SSE_MEDIA_TYPE, headers=_SSE_HEADERS)
+    return EventStream(frames, status_code=200, media_type=_SSE_MEDIA_TYPE, headers=_SSE_HEADERS)
 
 
 def _admission_rejection(error: PylotaError, request_id: str, body_id: Any) -> Rejection:
@@ -134,14 +135,21 @@ async def _cancelled_notification(res: Resources, principal: Principal, route_: 
             await stop_job(res, job_id, queue)
 
 
-async def _run_job(res: Resources, principal: Principal, route_: Route, job: Job,
-                   request_id: str, sse: bool) -> AsyncIterator[bytes | p.JSONRPCResponse]:
+def _run_job(res: Resources, principal: Principal, route_: Route, job: Job,
+             request_id: str, sse: bool) -> AsyncIterator[bytes | p.JSONRPCResponse]:
     """Run ``job`` (``front.relay``) and yield SSE frames (``sse``) or, at the end, the one final
     response; nothing at the end when the caller cancelled it. Stops the job when the client
     goes away, and reports how the call ended to :meth:`Job.finish`, however it ends."""
+    # A stream lives for minutes, thousands at once (issue 14): it keeps the route without the
+    # request's decoded params, and the key id rather than the caller's whole Principal.
+    return _relay_job(res, msgspec.structs.replace(route_, params={}), job, request_id, sse,
+                      _inflight(principal, route_.id))
+
+
+async def _relay_job(res: Resources, route_: Route, job: Job, request_id: str, sse: bool,
+                     inflight: str) -> AsyncIterator[bytes | p.JSONRPCResponse]:
     modern = route_.era == "modern"
     queue = queue_name(res.settings.pm_namespace, job.request.job.queue)
-    inflight = _inflight(principal, route_.id)
     outcome, error_code = "cancelled", None
     try:
         with contextlib.suppress(Exception):  # only notifications/cancelled needs it

@@ -27,7 +27,6 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, route
-from litestar.response import Stream
 
 from front.admission import admit
 from front.relay import Final, KeepAlive, Progress, follow
@@ -35,6 +34,7 @@ from front.resources import Resources
 from front.rest.errors import error_response
 from front.rest.endpoints import REST_ROUTES, RestRoute
 from front.rest.openapi import openapi_document
+from front.sse import EventStream
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode, PylotaError, dependency_failure, invalid
 from shared.ids import Prefix, new_id
@@ -193,7 +193,7 @@ async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[
                      rest.replay_status if replayed else rest.status, request_id)
     if "text/event-stream" in request.headers.get("accept", ""):
         fields["streaming"] = True
-        return Stream(_sse(res, outcome, request_id), status_code=200,
+        return EventStream(_sse(res, outcome, request_id), status_code=200,
                       media_type="text/event-stream; charset=utf-8",
                       headers={**_SSE_HEADERS, "x-request-id": request_id})
     return await _long_poll(res, outcome, request_id)

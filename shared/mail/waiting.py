@@ -15,7 +15,6 @@ the outage is still found.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime, timezone
 from typing import Literal
@@ -108,7 +107,7 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
     deadline = started + min(timeout, control.remaining())
     next_beat = started + heartbeat
     look_from = request.since
-    async with feed.listen(new_mail_channel(request.identity_id)) as events:
+    with feed.listen(new_mail_channel(request.identity_id)) as events:
         # Registered before looking back, so a message stored in between is not missed.
         waited_from = datetime.now(timezone.utc)
         if look_from is not None and (found := await _look(db, request, look_from)) is not None:
@@ -126,13 +125,10 @@ async def wait_for_message(db: Database, feed: Subscriptions[NewMail], request: 
                 if (found := await _look(db, request, since)) is not None:
                     return _result(found, request)
             until = min(next_beat, deadline, now + LOST_RECHECK_SECONDS if lost else deadline)
-            try:
-                # Not asyncio.wait_for: on Python 3.11 it returns the item its inner get took in
-                # the loop iteration in which this task is cancelled, swallowing the cancellation
-                # (CPython gh-86296), and the wait then ran on to its timeout.
-                async with asyncio.timeout(max(0.0, until - now)):
-                    event = await events.get()
-            except TimeoutError:
+            # A plain future, not asyncio.wait_for: on Python 3.11 that returns the item its
+            # inner get took in the loop iteration in which this task is cancelled, swallowing
+            # the cancellation (CPython gh-86296), and the wait then ran on to its timeout.
+            if (event := await events.get(until - now)) is None:
                 continue
             if isinstance(event, Lost):
                 lost = True
