@@ -13,6 +13,7 @@ from front.app import create_app
 from front.smtp import serve_smtp
 from shared.config import Settings, SettingsError
 from shared.errors import PylotaError
+from shared.logs import configure
 from workers.process import is_alive, serve as serve_worker
 
 __all__ = ["serve", "worker", "smtp"]
@@ -77,6 +78,7 @@ def smtp(authserv_id: str | None) -> None:
     (unknown recipients are refused with 550), check SPF, DKIM and DMARC, and store it as
     `pylota import` does. Stops cleanly on SIGTERM."""
     settings = Settings.from_env()
+    configure(settings.pm_log_level)  # JSON lines on stderr, as the front's and workers'
     try:
         asyncio.run(_run_smtp(settings, authserv_id or settings.pm_api_host))
     except PylotaError as exc:

@@ -1,9 +1,10 @@
-"""``pylota smtp`` as an operator runs it: it listens where the settings say, greets, and stops
-cleanly on SIGTERM."""
+"""``pylota smtp`` as an operator runs it: it listens where the settings say, greets, stops
+cleanly on SIGTERM, and logs JSON lines on stderr as the front and workers do."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import smtplib
@@ -41,6 +42,8 @@ async def test_pylota_smtp_listens_greets_and_stops_on_sigterm(db_url):
         process.send_signal(signal.SIGTERM)
         async with asyncio.timeout(WAIT):
             assert await asyncio.to_thread(process.wait) == 0
+        lines = process.stderr.read().decode().splitlines()  # type: ignore[union-attr]
+        assert "smtp_listening" in [json.loads(line)["event"] for line in lines], lines
     finally:
         if process.poll() is None:
             process.kill()
