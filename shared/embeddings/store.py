@@ -48,6 +48,8 @@ SUBJECT_CHARS = 300
 PROGRESS_LOG_SECONDS = 10.0
 #: Seconds of recent embedding the measured rate (:func:`recent_rate`) looks back over.
 RATE_WINDOW_SECONDS = 600
+#: A gap between two saved batches longer than this is the workers idling, not working.
+IDLE_GAP_SECONDS = 30
 #: Messages per second one batch worker embeds on 2 cores, by model, for a time-left estimate
 #: before any rate was measured: SpamAssassin mail, chunked, on a loaded machine (README,
 #: Performance, bench.embed).
@@ -213,18 +215,27 @@ class IdentityProgress(msgspec.Struct, kw_only=True):
 
 
 async def recent_rate(conn: asyncpg.Connection, model: str) -> float | None:
-    """Messages per second embedded with ``model`` over the last :data:`RATE_WINDOW_SECONDS`:
-    messages done divided by the seconds from the window's first write to its last (at least
-    one), so the time the workers sat idle since does not lower it; None when fewer than two
-    were."""
+    """Messages per second embedded with ``model`` while the workers worked, over the last
+    :data:`RATE_WINDOW_SECONDS`; None when that cannot be told yet.
+
+    A batch is saved in one transaction, so its vectors share a write time: each batch took the
+    time since the batch before it. A batch written more than :data:`IDLE_GAP_SECONDS` after the
+    one before started after an idle spell (between two imports, say), so neither it nor that
+    spell is counted: idle time never lowers the rate, and a lone batch gives none."""
     row = await conn.fetchrow(
-        """SELECT count(*) AS n, extract(epoch FROM max(created_at) - min(created_at)) AS span
-           FROM message_embeddings
-           WHERE model = $1 AND chunk = 0 AND created_at > now() - make_interval(secs => $2)""",
-        model, RATE_WINDOW_SECONDS)
-    if not row["n"] or row["n"] < 2:
+        """WITH batches AS (
+               SELECT created_at, count(*) AS n FROM message_embeddings
+               WHERE model = $1 AND chunk = 0 AND created_at > now() - make_interval(secs => $2)
+               GROUP BY created_at),
+           timed AS (
+               SELECT n, extract(epoch FROM created_at - lag(created_at) OVER (ORDER BY created_at))
+                         AS took
+               FROM batches)
+           SELECT sum(n) AS n, sum(took) AS busy FROM timed WHERE took <= $3""",
+        model, RATE_WINDOW_SECONDS, IDLE_GAP_SECONDS)
+    if not row["n"] or not row["busy"]:
         return None
-    return round(row["n"] / max(float(row["span"]), 1.0), 2)
+    return round(float(row["n"]) / float(row["busy"]), 2)
 
 
 async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str] | None = None

@@ -46,7 +46,15 @@ async def test_progress_per_identity_before_and_after(db_url, conn, monkeypatch)
         "UPDATE message_embeddings e SET created_at = now() - make_interval(secs => 300 - o.n)"
         " FROM (SELECT message_id, row_number() OVER (ORDER BY message_id) - 1 AS n"
         "       FROM message_embeddings) o WHERE o.message_id = e.message_id")
-    assert (await progress(conn, "hash-v1"))[0].per_second == 1.33  # 4 messages over 3 s
+    # each message its own batch, a second apart: the first one's time is unknown, so 3 in 3 s
+    assert (await progress(conn, "hash-v1"))[0].per_second == 1.0
+
+    # Two bursts with an idle spell between them (two imports): the spell does not count.
+    await conn.execute(
+        "UPDATE message_embeddings e SET created_at = now() - make_interval(secs => o.t)"
+        " FROM (SELECT message_id, (ARRAY[400, 399, 100, 99])[row_number() OVER"
+        " (ORDER BY message_id)] AS t FROM message_embeddings) o WHERE o.message_id = e.message_id")
+    assert (await progress(conn, "hash-v1"))[0].per_second == 1.0  # 2 in 2 s of work, not 2 in 301 s
 
 
 async def test_the_drain_logs_progress_without_mail_content(db_url, conn, capsys, monkeypatch
