@@ -113,6 +113,9 @@ class PylotaError(Exception):
         message: what went wrong, for a model to read; never holds mail content or secrets.
         fix: what to do next, naming MCP argument names (spec section 5).
         details: structured fields such as ``retry_after`` or ``path``.
+        retryable: whether the same call may succeed later, when it differs from the code's
+            rule (``unavailable`` for a deployment left unconfigured: retrying will not help
+            until an operator acts).
     """
 
     def __init__(
@@ -122,9 +125,11 @@ class PylotaError(Exception):
         *,
         fix: str | None = None,
         details: dict[str, Any] | None = None,
+        retryable: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
+        self.retryable = code in RETRYABLE if retryable is None else retryable
         self.message = message
         self.fix = fix if fix is not None else _DEFAULT_FIX.get(code, "Correct the request and retry.")
         self.details = details or {}
@@ -140,7 +145,7 @@ class PylotaError(Exception):
             error=ErrorBody(
                 code=self.code.value,
                 message=self.message,
-                retryable=self.code in RETRYABLE,
+                retryable=self.retryable,
                 fix=self.fix,
                 request_id=request_id,
                 details=self.details,

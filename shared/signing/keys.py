@@ -150,7 +150,7 @@ def _aead(secret: str) -> AESGCM:
             "Signing is not set up on this deployment: PM_SIGNING_SECRET is not set.",
             fix="Ask the operator of this deployment to set PM_SIGNING_SECRET; retrying will not"
                 " help until then.",
-            details={"setting": "PM_SIGNING_SECRET"})
+            details={"setting": "PM_SIGNING_SECRET"}, retryable=False)
     key = HKDF(algorithm=SHA256(), length=32, salt=None, info=_HKDF_INFO).derive(secret.encode())
     return AESGCM(key)
 
@@ -175,7 +175,7 @@ def _open(aead: AESGCM, purpose: KeyPurpose, kid: str, sealed: bytes) -> Ed25519
             "PM_SIGNING_SECRET does not decrypt this deployment's signing key (was it changed?).",
             fix="Ask the operator to restore the PM_SIGNING_SECRET the keys were made with, or to"
                 " delete the signing_keys rows so that new keys are made.",
-            details={"setting": "PM_SIGNING_SECRET"}) from exc
+            details={"setting": "PM_SIGNING_SECRET"}, retryable=False) from exc
     return Ed25519PrivateKey.from_private_bytes(raw)
 
 

@@ -227,6 +227,7 @@ async def test_arguments_the_schema_cannot_check_and_a_missing_secret(desk):
                                     headers=bearer(desk["token"]))
             assert unset.status_code == 503
             assert unset.json()["error"]["details"] == {"setting": "PM_SIGNING_SECRET"}
+            assert unset.json()["error"]["retryable"] is False  # its fix: ask the operator
             jwks = await http.get("/.well-known/jwks.json")
             assert jwks.status_code == 200 and jwks.json() == {"keys": []}
             directory = await http.get("/.well-known/http-message-signatures-directory")

@@ -93,6 +93,7 @@ async def test_signing_without_a_secret_is_a_clear_error(conn):
     assert unset.value.code is ErrorCode.UNAVAILABLE
     assert unset.value.details == {"setting": "PM_SIGNING_SECRET"}
     assert "PM_SIGNING_SECRET" in unset.value.fix
+    assert unset.value.envelope("req_x").error.retryable is False  # retrying will not help
     assert await conn.fetchval("SELECT count(*) FROM signing_keys") == 0
 
 
