@@ -16,9 +16,10 @@ import pytest
 from mcp import MCPError
 
 from front.mcp.protocol import INVALID_PARAMS
-from shared.auth.keys import create_key
+from shared.auth.keys import create_key, hash_token
 from shared.auth.permissions import Permission
 from shared.db import connect
+from shared.events import inflight_key
 from shared.ingest.pipeline import ingest_raw
 from shared.mail.sources import iter_sources
 from shared.tenancy.store import create_identity
@@ -246,14 +247,17 @@ async def test_key_without_messages_read_cannot_see_or_call_get_message(lkml_sta
     assert raised.value.error.code == INVALID_PARAMS
 
 
-async def test_closing_the_stream_cancels_the_wait_job(lkml_stack, redis):
+async def test_closing_the_stream_cancels_the_wait_job(lkml_stack, redis, conn):
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": "mail_wait", "arguments": {"timeout_seconds": 60},
                        "_meta": {"progressToken": "tok-7"}}}
     headers = {"Authorization": f"Bearer {lkml_stack['token']}",
                "MCP-Protocol-Version": "2025-11-25",
                "Accept": "application/json, text/event-stream"}
-    running_before = set(await redis.keys("arq:in-progress:*"))
+    # Our job, by the key the front names a caller's streaming request under: other runs may
+    # share this Redis, so "a job that started meanwhile" could be theirs.
+    key_id = await conn.fetchval("SELECT id FROM api_keys WHERE token_hash = $1",
+                                 hash_token(lkml_stack["token"]))
     async with httpx.AsyncClient(timeout=30) as http:
         async with http.stream("POST", lkml_stack["url"], json=body, headers=headers) as response:
             assert response.status_code == 200
@@ -267,10 +271,11 @@ async def test_closing_the_stream_cancels_the_wait_job(lkml_stack, redis):
             assert progress["method"] == "notifications/progress"
             assert progress["params"]["progressToken"] == "tok-7"
             assert progress["params"]["total"] == 60
-            [ours] = set(await redis.keys("arq:in-progress:*")) - running_before
+            job_id = (await redis.get(inflight_key(key_id, "7"))).decode().split(" ")[0]
+            ours = f"arq:in-progress:{job_id}"
+            assert await redis.exists(ours)
     # the client went away: the job stops at its next checkpoint, long before its 60 s
     async with asyncio.timeout(10):
         while await redis.exists(ours):
             await asyncio.sleep(0.1)
-    job_id = ours.decode().rsplit(":", 1)[1]
     assert await redis.exists(f"pylota:cancel:{job_id}")
