@@ -186,6 +186,7 @@ def count_trips(env: dict[str, str], token: str, calls: dict[str, list[dict[str,
 
     saved = dict(os.environ)
     os.environ.update(env)
+    os.environ["PM_LOG_LEVEL"] = "warning"  # counting, not timing: keep the report readable
     conn_cls.execute, conn_cls._execute, conn_cls.executemany = execute, _execute, executemany
     redis.asyncio.client.Redis.execute_command = execute_command
     redis.asyncio.client.Pipeline.execute = pipe_execute
