@@ -101,13 +101,16 @@ FULL_WAIT_SECONDS = 8
 #: Bound on any call of the full burst: its wait, plus 12 s for 1,500 requests from one client
 #: process on the same two cores (the issue measured 73-77 s before the fix).
 FULL_END_SECONDS = FULL_WAIT_SECONDS + 12
+#: How late an answered wait's end may reach the client, counted when waits are overlaid.
+OVERLAP_SLACK_SECONDS = 1.0
 
 
-async def full_wait(base: str, token: str, number: int) -> tuple[str, float]:
+async def full_wait(base: str, token: str, number: int) -> tuple[str, float, float]:
     """One wait of the full burst, as a stream (a progressToken), from a raw HTTP/1.1 client
     (httpx spends tens of seconds on 1,500 concurrent requests in one process): its outcome —
-    "ok", or the tool error's code — and the seconds it took. A 503 of the front's in-flight
-    ceiling is retried after its ``Retry-After``, as a client would; the time counts it."""
+    "ok", or the tool error's code —, the seconds it took, and when it ended
+    (``time.monotonic()``). A 503 of the front's in-flight ceiling is retried after its
+    ``Retry-After``, as a client would; the time counts it."""
     host, port = base.removeprefix("http://").split(":")
     body = json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {
         "name": "mail_wait", "arguments": {"timeout_seconds": FULL_WAIT_SECONDS},
@@ -130,7 +133,8 @@ async def full_wait(base: str, token: str, number: int) -> tuple[str, float]:
             break
         assert b"retry-after: 1" in head.lower(), head
         await asyncio.sleep(1)
-    took = time.monotonic() - began
+    ended = time.monotonic()
+    took = ended - began
     assert status == 200 and b"text/event-stream" in head, answer[:500]
     data = [line[6:] for line in rest.split(b"\n") if line.startswith(b"data: ")]
     final = json.loads(data[-1])
@@ -138,9 +142,9 @@ async def full_wait(base: str, token: str, number: int) -> tuple[str, float]:
     error = tool_error(final)
     if error is None:
         assert final["result"]["structuredContent"]["timed_out"] is True
-        return "ok", took
+        return "ok", took, ended
     assert error["retryable"] is True, error
-    return error["code"], took
+    return error["code"], took, ended
 
 
 async def test_1500_waits_on_two_workers_end_in_bound_and_leave_nothing_queued(
@@ -157,13 +161,22 @@ async def test_1500_waits_on_two_workers_end_in_bound_and_leave_nothing_queued(
         async with asyncio.timeout(FULL_END_SECONDS + 20):
             ended = await asyncio.gather(*(full_wait(base, token, n)
                                            for n in range(1, FULL_WAITS + 1)))
-        kinds = Counter(code for code, _ in ended)
+        kinds = Counter(code for code, _, _ in ended)
         assert set(kinds) <= {"ok", "unavailable"}, kinds
         capacity = FULL_WORKERS * FULL_MAX_JOBS
-        # past capacity the rest are refused (a tie in arq's millisecond scores may admit one
-        # more a worker); at least half the capacity is answered, so the workers did take work
-        assert capacity // 2 <= kinds["ok"] <= capacity + FULL_WORKERS, kinds
-        slowest = {code: max(took for kind, took in ended if kind == code) for code in kinds}
+        # Past capacity the rest are refused (a tie in arq's millisecond scores may admit one
+        # more a worker): at no moment did more waits run than that. An answered wait ran its
+        # FULL_WAIT_SECONDS on a worker just before it ended; the count allows each answer
+        # OVERLAP_SLACK_SECONDS of delivery either way. (Counting all answers instead held only
+        # when every call overlapped: on a loaded machine the retried 503s spread the burst over
+        # more than one wait, and more than capacity were rightly answered in turn.)
+        busy = _most_at_once([(end - FULL_WAIT_SECONDS + OVERLAP_SLACK_SECONDS,
+                               end - OVERLAP_SLACK_SECONDS)
+                              for code, _, end in ended if code == "ok"])
+        assert busy <= capacity + FULL_WORKERS, (busy, kinds)
+        # at least half the capacity is answered, so the workers did take work
+        assert kinds["ok"] >= capacity // 2, kinds
+        slowest = {code: max(took for kind, took, _ in ended if kind == code) for code in kinds}
         assert max(slowest.values()) <= FULL_END_SECONDS, f"slowest by outcome: {slowest} ({kinds})"
         await eventually(lambda: _empty(redis, env), 2, "the queue is empty after the burst")
     finally:
@@ -171,6 +184,16 @@ async def test_1500_waits_on_two_workers_end_in_bound_and_leave_nothing_queued(
     await answered_at_once(wire)
     for service in (front, first, second):
         no_traceback(service)
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most of ``spans`` (start, end) that hold one moment."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 async def _beating(redis: Redis, env: dict[str, str], count: int) -> bool:
