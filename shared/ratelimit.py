@@ -5,16 +5,17 @@ it calls. The server never sleeps on a limit: an exhausted bucket raises ``rate_
 ``details.retry_after`` (seconds) and ``details.reset_at``.
 
 **Leases** (issue 14: a Redis round trip on every call was as costly as the tool's own read). A
-key calling a front fast takes several units from Redis at once and spends them in memory: as
-many as the front expects of it in the next :data:`LEASE_SECONDS` (and one for each call waiting
-meanwhile), at most :data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The
-units are charged in Redis when taken, so every front together still never lets more calls
-through than the limit; units a front has not spent within :data:`LEASE_HOLD_SECONDS` are
-dropped, which can cost a key at most one lease of its budget. (They are held longer than they
-are sized for so that calls a busy event loop resumes late still find the units taken for them.) When a lease does not fit what is left,
-one unit is asked for instead, so the last calls before the limit are counted exactly. At the
-default limits (600 calls a minute and less, so a lease holds at most 12 units) a key within its
-limit takes one unit at a time unless its calls overlap.
+key calling a front fast takes several units from Redis at once and spends them in memory: one
+for the call and one for each of its calls waiting meanwhile, and, when its last lease ran out,
+as many more as it made calls in :data:`LEASE_SECONDS` at its rate over that lease; at most
+:data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The units are charged in
+Redis when taken, so every front together still never lets more calls through than the limit;
+units a front has not spent within :data:`LEASE_HOLD_SECONDS` are dropped (they are held longer
+than they are sized for, so that calls a busy event loop resumes late still find them), which
+costs a key at most one lease of its budget each time it stops calling fast; a key calling in
+bursts takes what each burst asks for. When a lease does not fit what is left, one unit is asked
+for instead, so the last calls before the limit are counted exactly. Each bucket is its own
+counter in Redis, whatever its limit.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class RateLimits:
             taking = lease.taking = asyncio.get_running_loop().create_future()
         units = 0
         try:
-            units = await self._take(item, key_id, self._lease_size(item, lease, now))
+            units = await self._take(item, bucket, key_id, self._lease_size(item, lease, now))
         finally:
             if taking is not None:
                 taking.set_result(units > 0)
@@ -149,20 +150,30 @@ class RateLimits:
 
     @staticmethod
     def _lease_size(item: RateLimitItemPerMinute, lease: _Lease, now: float) -> int:
-        """Units to take: the calls expected in :data:`LEASE_SECONDS` at the key's recent rate,
-        plus those waiting now, within :data:`MAX_LEASE` and the bucket's share."""
+        """Units to take: one for this call and one for each call waiting now (demand that is
+        there), plus, when the last lease ran out and lasted at least :data:`LEASE_SECONDS`, the
+        whole calls the key is expected to make in that long at its rate over that lease; within
+        :data:`MAX_LEASE` and the bucket's share. A key whose calls come in bursts with pauses
+        longer than :data:`LEASE_HOLD_SECONDS` thus takes what each burst asks for and wastes
+        nothing."""
         cap = min(MAX_LEASE, max(1, item.amount // LEASE_SHARE))
         elapsed = now - lease.since
-        expected = math.ceil(lease.calls / elapsed * LEASE_SECONDS) if elapsed > 0 else 1
-        return max(1, min(cap, expected + lease.waiting))
+        ran_out = lease.units <= 0
+        # a rate over less than LEASE_SECONDS is noise: right after a lease of one ran out, it
+        # would read as thousands a second
+        expected = math.floor(lease.calls / elapsed * LEASE_SECONDS) \
+            if ran_out and elapsed >= LEASE_SECONDS else 0
+        return max(1, min(cap, 1 + lease.waiting + expected))
 
-    async def _take(self, item: RateLimitItemPerMinute, key_id: str, size: int) -> int:
+    async def _take(self, item: RateLimitItemPerMinute, bucket: Bucket, key_id: str,
+                    size: int) -> int:
         """Charge ``size`` units in Redis, or one when those do not fit; the units charged
         (0: not even one)."""
         try:
-            if await self._limiter.hit(item, key_id, cost=size):
+            # The bucket names the counter: two buckets of the same limit are two counters.
+            if await self._limiter.hit(item, bucket, key_id, cost=size):
                 return size
-            if size > 1 and await self._limiter.hit(item, key_id):
+            if size > 1 and await self._limiter.hit(item, bucket, key_id):
                 return 1
         except (RedisError, OSError) as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, "The rate-limit store is unreachable.") from exc
@@ -171,7 +182,7 @@ class RateLimits:
     async def _refuse(self, bucket: Bucket, item: RateLimitItemPerMinute, key_id: str) -> None:
         """Raise ``rate_limited`` with when to retry."""
         try:
-            stats = await self._limiter.get_window_stats(item, key_id)
+            stats = await self._limiter.get_window_stats(item, bucket, key_id)
         except (RedisError, OSError) as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, "The rate-limit store is unreachable.") from exc
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))

@@ -11,6 +11,7 @@ import pytest
 
 from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
+from shared import ratelimit
 from shared.ratelimit import LEASE_HOLD_SECONDS, LEASE_SHARE, Bucket, RateLimits
 from tests.conftest import settings_for
 from tests.faults.kit import OwnRedis
@@ -112,3 +113,30 @@ async def _commands(client) -> int:
     stats = await client.info("commandstats")
     return sum(stats.get(name, {}).get("calls", 0)
                for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+async def test_buckets_of_the_same_limit_are_separate_counters():
+    settings = settings_for("postgresql://unused",
+                            **{setting: 3 for setting in SETTING.values()})
+    limits, key = RateLimits(settings), new_id(Prefix.KEY)
+    for _ in range(3):
+        await limits.charge("RL_SIGN", key)
+    assert not await _allowed(limits, "RL_SIGN", key)
+    for bucket in set(get_args(Bucket)) - {"RL_SIGN"}:
+        await limits.charge(bucket, key)  # each has all of its own budget
+
+
+async def test_a_key_calling_in_bursts_wastes_none_of_its_budget(own_redis, monkeypatch):
+    """Bursts of overlapping calls with pauses longer than a lease is held: each burst takes
+    what it asks for, so a budget of exactly the calls made lets every one through."""
+    monkeypatch.setattr(ratelimit, "LEASE_HOLD_SECONDS", 0.2)
+    monkeypatch.setattr(ratelimit, "LEASE_SHARE", 1)  # leases as large as the budget allows
+    bursts, size = 10, 8
+    limits = RateLimits(settings_for("postgresql://unused", redis_url=own_redis.url,
+                                     pm_rl_api_per_minute=bursts * size))
+    key = new_id(Prefix.KEY)
+    answered = []
+    for _ in range(bursts):
+        answered += await asyncio.gather(*(_allowed(limits, "RL_API", key) for _ in range(size)))
+        await asyncio.sleep(0.3)
+    assert sum(answered) == bursts * size
