@@ -10,6 +10,8 @@ other's calls from the wrong database. Channels and keys holding a ULID need no 
 
 from __future__ import annotations
 
+import hashlib
+
 from typing import Any, Literal
 
 import msgspec
@@ -78,11 +80,14 @@ def cancel_key(job_id: str) -> str:
     return f"pylota:cancel:{job_id}"
 
 
-def inflight_key(key_id: str, request_id: str) -> str:
-    """Key naming the job of an API key's streaming request (``request_id``: its JSON-RPC id as
-    JSON), so a legacy ``notifications/cancelled`` can stop it. Scoped by key: a caller can only
-    name its own requests (spec section 2.3)."""
-    return f"pylota:inflight:{key_id}:{request_id}"
+def inflight_key(key_id: str, jsonrpc_id: int | str) -> str:
+    """Key naming the job of an API key's streaming request with the JSON-RPC id
+    ``jsonrpc_id``, so a legacy ``notifications/cancelled`` can stop it. Scoped by key: a caller
+    can only name its own requests (spec section 2.3). The key holds a digest of the id, not the
+    id: a client chooses the id, up to the body's 7 MiB, and a key name that long for every
+    stream it opens is Redis memory it could fill."""
+    digest = hashlib.sha256(msgspec.json.encode(jsonrpc_id)).hexdigest()[:32]
+    return f"pylota:inflight:{key_id}:{digest}"
 
 
 class NewMail(msgspec.Struct, frozen=True):

@@ -67,7 +67,8 @@ _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRA
 BODY_READ_SECONDS = 30.0
 #: Longest ``method`` value written to the request log (callers choose it before authenticating).
 LOGGED_METHOD_CHARS = 64
-_SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
+#: Litestar adds "; charset=utf-8" to a text/* type itself (spec section 2.6 asks for it).
+_SSE_MEDIA_TYPE = "text/event-stream"
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _WWW_AUTHENTICATE = 'Bearer realm="pylota-mail", error="invalid_token"'
 
@@ -121,7 +122,7 @@ async def _read_body(request: Request[Any, Any, Any]) -> bytes | None:
 
 
 def _inflight(principal: Principal, request_id: Any) -> str:
-    return inflight_key(principal.key_id, msgspec.json.encode(request_id).decode())
+    return inflight_key(principal.key_id, request_id)
 
 
 async def _cancelled_notification(res: Resources, principal: Principal, route_: Route) -> None:

@@ -194,7 +194,7 @@ async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[
     if "text/event-stream" in request.headers.get("accept", ""):
         fields["streaming"] = True
         return EventStream(_sse(res, outcome, request_id), status_code=200,
-                      media_type="text/event-stream; charset=utf-8",
+                      media_type="text/event-stream",  # Litestar adds the charset
                       headers={**_SSE_HEADERS, "x-request-id": request_id})
     return await _long_poll(res, outcome, request_id)
 

@@ -261,7 +261,7 @@ async def test_closing_the_stream_cancels_the_wait_job(lkml_stack, redis, conn):
     async with httpx.AsyncClient(timeout=30) as http:
         async with http.stream("POST", lkml_stack["url"], json=body, headers=headers) as response:
             assert response.status_code == 200
-            assert response.headers["content-type"].startswith("text/event-stream")
+            assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
             assert response.headers["cache-control"] == "no-store"
             async with asyncio.timeout(10):
                 async for line in response.aiter_lines():
@@ -271,7 +271,7 @@ async def test_closing_the_stream_cancels_the_wait_job(lkml_stack, redis, conn):
             assert progress["method"] == "notifications/progress"
             assert progress["params"]["progressToken"] == "tok-7"
             assert progress["params"]["total"] == 60
-            job_id = (await redis.get(inflight_key(key_id, "7"))).decode().split(" ")[0]
+            job_id = (await redis.get(inflight_key(key_id, 7))).decode().split(" ")[0]
             ours = f"arq:in-progress:{job_id}"
             assert await redis.exists(ours)
     # the client went away: the job stops at its next checkpoint, long before its 60 s

@@ -374,7 +374,7 @@ async def test_legacy_cancelled_notification_stops_the_callers_own_wait_job(stac
                 lines = stream.aiter_lines()
                 assert (await anext(lines)).startswith(":")  # the job is running
                 # the key names the job and its queue: "job_id queue"
-                job_id = (await arq.get(inflight_key(key_id, "42"))).decode().split(" ")[0]
+                job_id = (await arq.get(inflight_key(key_id, 42))).decode().split(" ")[0]
                 cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
                           "params": {"requestId": 42, "reason": "user"}}
                 assert (await wire.post(cancel, headers=headers)).status_code == 202
