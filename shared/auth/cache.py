@@ -15,7 +15,7 @@ channel :data:`CHANNEL`, and the cache listens on a connection of its own. Then:
 * while the listening connection is down (PostgreSQL restarting, a network cut) the cache is
   empty and unused, and every request reads its key as before; it is emptied again once the
   connection is back, since changes made meanwhile were not heard. A connection that died
-  silently is found by a check every :data:`CHECK_SECONDS`.
+  silently is found by a check every :data:`CHECK_SECONDS` that may take :data:`PING_SECONDS`.
 
 So a revocation, suspension or any other change takes effect when its notification reaches the
 front: PostgreSQL sends it as the change commits, milliseconds on one network (the README states
@@ -41,7 +41,8 @@ from shared.db import Database
 from shared.errors import ErrorCode, PylotaError
 from shared.logs import get_logger
 
-__all__ = ["KeyCache", "CHANNEL", "MAX_KEYS", "CHECK_SECONDS", "RECONNECT_DELAYS"]
+__all__ = ["KeyCache", "CHANNEL", "MAX_KEYS", "CHECK_SECONDS", "PING_SECONDS", "RECONNECT_DELAYS",
+           "APPLICATION_NAME"]
 
 log = get_logger("shared.auth.cache")
 
@@ -49,11 +50,15 @@ log = get_logger("shared.auth.cache")
 CHANNEL = "pylota_auth"
 #: Most keys one front keeps; past it the oldest kept is dropped (it is read again when used).
 MAX_KEYS = 10_000
-#: How often the listening connection is checked: the longest a silently dead connection
-#: (no FIN, no RST) goes unnoticed, and so the longest a change could go unheard.
-CHECK_SECONDS = 2.0
+#: How often the listening connection is checked, and the longest a check may take: a
+#: silently dead connection (no FIN, no RST) goes unnoticed, and a change unheard, for at most
+#: their sum, 2 s.
+CHECK_SECONDS = 1.0
+PING_SECONDS = 1.0
 #: Seconds between attempts to listen again after the connection is lost, the last repeated.
 RECONNECT_DELAYS = (0.5, 1.0, 2.0, 5.0)
+#: The listening connection's ``application_name`` (``pg_stat_activity`` shows it).
+APPLICATION_NAME = "pylota key cache"
 #: Longest wait to open the listening connection.
 CONNECT_SECONDS = 5.0
 
@@ -73,6 +78,7 @@ class KeyCache:
         self._entries: dict[bytes, _Entry] = {}
         self._generation = 0
         self._listening = False
+        self._listened = False  # whether the current attempt got to listen
         self._task: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
@@ -139,35 +145,42 @@ class KeyCache:
 
     async def _listen_forever(self) -> None:
         attempt = 0
+        down_logged = False  # one line an outage: at its start, not at each retry
         while True:
+            self._listened = False
             try:
                 await self._listen()
-                attempt = 0
+                error = "ConnectionLost"
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any loss: read keys from PostgreSQL
-                if attempt == 0:
-                    log.warning("key_cache_not_listening", error=type(exc).__name__)
+                error = type(exc).__name__
             self._forget(listening=False)
+            if self._listened or not down_logged:
+                log.warning("key_cache_not_listening", error=error)
+                down_logged = True
+            attempt = 0 if self._listened else attempt + 1
             await asyncio.sleep(RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
-            attempt += 1
 
     async def _listen(self) -> None:
-        """Listen until the connection is lost; raises when it cannot be opened or checked."""
-        conn = await asyncpg.connect(self._dsn, timeout=CONNECT_SECONDS)
+        """Listen until the connection is lost; raises when it cannot be opened, or a check
+        fails or takes longer than :data:`PING_SECONDS`."""
+        conn = await asyncpg.connect(self._dsn, timeout=CONNECT_SECONDS,
+                                     server_settings={"application_name": APPLICATION_NAME})
         lost = asyncio.Event()
         try:
             conn.add_termination_listener(lambda _conn: lost.set())
             await conn.add_listener(CHANNEL, self._heard)
             # Changes made while nobody listened were not heard: start from nothing.
             self._forget(listening=True)
+            self._listened = True
             log.info("key_cache_listening")
             while not lost.is_set():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(CHECK_SECONDS):
                         await lost.wait()
                 if not lost.is_set():
-                    async with asyncio.timeout(CHECK_SECONDS):
+                    async with asyncio.timeout(PING_SECONDS):
                         await conn.fetchval("SELECT 1")
         finally:
             self._forget(listening=False)

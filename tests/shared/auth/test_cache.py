@@ -4,17 +4,19 @@ every change within a bound, never used while changes cannot be heard."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from datetime import datetime, timedelta, timezone
 
 import asyncpg
 import pytest
 
-from shared.auth.cache import KeyCache
+from shared.auth.cache import APPLICATION_NAME, RECONNECT_DELAYS, KeyCache
 from shared.auth.keys import create_key, create_partner_key, revoke_key
 from shared.auth.permissions import Permission
 from shared.db import open_database
 from shared.errors import ErrorCode, PylotaError
+from shared.logs import configure
 from shared.tenancy.store import (create_identity, create_partner, create_tenant,
                                   set_partner_status)
 from tests.faults.kit import Relay, eventually
@@ -173,3 +175,21 @@ async def test_a_partner_key_is_kept_and_its_suspension_heard(cache, db, conn, w
     await set_partner_status(conn, world["partner"].id, "suspended")
     assert await eventually(lambda: refused(cache, db, token), HEARD_WITHIN,
                             "the suspension is heard") is ErrorCode.PARTNER_SUSPENDED
+
+
+async def test_every_loss_of_the_listening_connection_is_logged_and_mended_at_once(
+        cache, conn, capsys):
+    """Each outage writes its line, and the cache listens again after the shortest delay: a
+    loss after an earlier one is neither silent nor slower to mend."""
+    configure("info")
+    for _ in range(3):
+        capsys.readouterr()
+        pids = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE application_name = $1"
+                                " AND datname = current_database()", APPLICATION_NAME)
+        assert pids, "the cache's listening connection"
+        for row in pids:
+            await conn.execute("SELECT pg_terminate_backend($1)", row["pid"])
+        await eventually(lambda: not cache.listening, HEARD_WITHIN, "the loss is noticed")
+        await eventually(lambda: cache.listening, RECONNECT_DELAYS[0] + 2, "listening again")
+        events = [json.loads(line)["event"] for line in capsys.readouterr().err.splitlines()]
+        assert events.count("key_cache_not_listening") == 1, events
