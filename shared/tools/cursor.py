@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
 import msgspec
@@ -35,6 +35,18 @@ class _State(msgspec.Struct, forbid_unknown_fields=True):
     after: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType = UNSET
     f: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType = UNSET
     q: str | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        # What the types cannot say and PostgreSQL would refuse mid-query: an instant outside
+        # years 1-9999 once in UTC (0001-01-01T00:00:00+14:00), and a NUL in a text.
+        if self.a is not UNSET:
+            try:
+                self.a.astimezone(timezone.utc)
+            except OverflowError:
+                raise ValueError("as_of out of range") from None
+        if any(isinstance(text, str) and "\x00" in text for text in (self.k, self.after, self.f,
+                                                                       self.q)):
+            raise ValueError("NUL in a cursor")
 
 
 def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:

@@ -26,6 +26,10 @@ def test_round_trip():
     forged({"k": "search", "o": 2 ** 63}), forged({"k": "search", "o": "x"}),
     forged({"k": "search", "a": "garbage"}), forged({"k": "search", "a": None}),
     forged({"k": "search", "extra": 1}),
+    # instants outside years 1-9999 once in UTC, and NULs, which PostgreSQL refuses mid-query
+    forged({"k": "search", "a": "0001-01-01T00:00:00+14:00"}),
+    forged({"k": "search", "a": "9999-12-31T23:59:59-14:00"}),
+    forged({"k": "search", "after": "\u0000"}), forged({"k": "search", "f": "a\u0000"}),
 ])
 def test_anything_else_is_invalid_request_on_cursor(cursor):
     with pytest.raises(PylotaError) as raised:
