@@ -144,9 +144,11 @@ def embeddings_status(identity: str | None, as_json: bool) -> None:
 @embeddings.command("prepare")
 def embeddings_prepare() -> None:
     """Build the int8 embedding model into PM_MODEL_CACHE now (about 5 s, offline; otherwise the
-    first process that embeds builds it) and print its path."""
+    first process that embeds builds it), load it to be sure (a damaged file is built again),
+    and print its path."""
     async def work(settings: Settings) -> str:
         try:
+            load_embedder("onnx", threads=1, cache=settings.pm_model_cache)
             path = onnx_model(settings.pm_model_cache)
         except EmbedderUnavailable as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model cannot be built: {exc}",

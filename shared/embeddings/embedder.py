@@ -30,11 +30,11 @@ from typing import Protocol
 import numpy as np
 
 from shared.embeddings.quantized import (CHECK_TEXTS, MODEL, SHIPPED_MODEL, ModelUnavailable,
-                                         cache_dir, model_path)
+                                         cache_dir, discard, model_path)
 
 __all__ = ["Embedder", "EmbedderUnavailable", "HashEmbedder", "OnnxEmbedder", "load_embedder",
            "DIM", "MAX_TOKENS", "EMBEDDERS", "HEAD_TOKENS", "OVERLAP_TOKENS", "HASH_WINDOW_WORDS",
-           "tokenizer_path", "model_name", "onnx_model"]
+           "tokenizer_path", "model_name", "onnx_model", "ModelDamaged"]
 
 #: Dimensions of every embedder here (the pgvector column is ``vector(384)``).
 DIM = 384
@@ -52,6 +52,10 @@ HASH_WINDOW_WORDS = 180
 
 class EmbedderUnavailable(Exception):
     """The model cannot be loaded (a package is missing); the message names what to install."""
+
+
+class ModelDamaged(EmbedderUnavailable):
+    """The model file is there but does not load (cut short, overwritten)."""
 
 
 class Embedder(Protocol):
@@ -124,7 +128,7 @@ class OnnxEmbedder:
 
         Raises:
             EmbedderUnavailable: onnxruntime or tokenizers is missing, or the shipped tokenizer
-                file was removed.
+                file was removed; :class:`ModelDamaged` when the model file does not load.
         """
         try:
             import onnxruntime
@@ -146,8 +150,11 @@ class OnnxEmbedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(str(path), options,
-                                                     providers=["CPUExecutionProvider"])
+        try:
+            self._session = onnxruntime.InferenceSession(str(path), options,
+                                                         providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own types (InvalidProtobuf, ...)
+            raise ModelDamaged(f"{path} does not load ({type(exc).__name__})") from exc
         self._pool = ThreadPoolExecutor(threads, "embed") if threads > 1 else None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -228,14 +235,22 @@ def load_embedder(name: str, threads: int = 2, cache: str = "") -> Embedder | No
     """The embedder called ``name`` (``PM_EMBEDDER``): ``onnx``, ``hash``, or None for ``off``.
 
     ``onnx`` runs the int8 model of :mod:`shared.embeddings.quantized`, built into ``cache``
-    (``PM_MODEL_CACHE``; empty: the default folder) on first use (about 5 s).
+    (``PM_MODEL_CACHE``; empty: the default folder) on first use (about 5 s), and built again
+    when the file there does not load.
 
     Raises:
-        EmbedderUnavailable: the ONNX model cannot be loaded or built.
+        EmbedderUnavailable: the ONNX model cannot be loaded or built (:class:`ModelDamaged`:
+            it was built again and still does not load).
         ValueError: ``name`` is not one of :data:`EMBEDDERS`.
     """
     if name == "onnx":
-        return OnnxEmbedder(onnx_model(cache), MODEL, threads)
+        path = onnx_model(cache)
+        try:
+            return OnnxEmbedder(path, MODEL, threads)
+        except ModelDamaged:
+            # A damaged file in the cache (a full disk, a copy cut short): build it again, once.
+            discard(path)
+            return OnnxEmbedder(onnx_model(cache), MODEL, threads)
     if name == "hash":
         return HashEmbedder()
     if name == "off":

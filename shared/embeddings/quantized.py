@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = ["SHIPPED_MODEL", "MODEL", "RECIPE", "MIN_COSINE", "CHECK_TEXTS", "ModelUnavailable",
-           "shipped_model_path", "cache_dir", "model_path", "build"]
+           "shipped_model_path", "cache_dir", "model_path", "build", "discard"]
 
 #: ``model`` of the vectors the shipped model made (all-MiniLM-L6-v2, int8 storage, fp32 math).
 SHIPPED_MODEL = "all-minilm-l6-v2-int8"
@@ -129,6 +129,14 @@ def model_path(cache: Path, check: Callable[[Path, Path], float],
             "a writable folder, or run `pylota embeddings prepare` as a user who can write it"
         ) from exc
     return target
+
+
+def discard(target: Path) -> None:
+    """Remove the built model ``target`` (it does not load), so the next use builds it again;
+    under the build's lock, so no process finds it half gone."""
+    with _locked(target.parent / f"{target.name}.lock"):
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
 
 
 @contextlib.contextmanager

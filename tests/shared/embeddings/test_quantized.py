@@ -81,6 +81,18 @@ def test_the_model_is_built_once_into_the_cache_folder(tmp_path: Path) -> None:
     assert built.read_bytes() == onnx_model().read_bytes()  # the same build wherever it is made
 
 
+def test_a_damaged_model_in_the_cache_is_built_again(tmp_path: Path) -> None:
+    """A file cut short (a full disk, a copy stopped half way) is not the model: loading it
+    builds it again instead of failing every search and every worker start."""
+    cache = str(tmp_path / "models")
+    built = onnx_model(cache)
+    whole = built.read_bytes()
+    built.write_bytes(whole[:1_000_000])
+    embedder = load_embedder("onnx", 1, cache)
+    assert isinstance(embedder, OnnxEmbedder) and embedder.embed(["hi"]).shape == (1, 384)
+    assert built.read_bytes() == whole
+
+
 def test_an_unwritable_cache_is_a_clear_error(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         blocked = tmp_path / "a-file"  # root writes anywhere; a file cannot hold a folder
