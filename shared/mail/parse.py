@@ -300,7 +300,7 @@ def _read_addresses(
         shown = _capped(f"{name} display name", _storable(display_name.strip()), MAX_NAME_CHARS,
                         defects)
         into.append(Address(address=_storable(addr_spec), name=shown or None))
-    return text
+    return _storable(text)  # the field as kept with the headers: PostgreSQL text too
 
 
 #: Address fields up to this many characters are remembered (:func:`_address_field`); longer ones

@@ -225,3 +225,19 @@ async def test_a_message_the_database_refuses_costs_only_itself(conn, tmp_path):
     assert await conn.fetchval("SELECT status FROM messages WHERE subject = ''") == "unparsed"
     assert await _thread_of(conn, "four@x") == await _thread_of(conn, "one@x")
     assert await conn.fetchval("SELECT count(*) FROM message_triage") == 3
+
+
+async def test_a_nul_in_an_address_field_is_stored_parsed_in_its_batch(conn, tmp_path):
+    """A NUL in a From, To or Reply-To name or address (PostgreSQL text cannot hold one) is
+    replaced as in any other text: the message keeps its sender and words, and its batch is
+    stored whole instead of one message at a time."""
+    identity_id = await _identity(conn, "desk@acme.example")
+    poisoned = _mail("nul", "Hello").replace(b"From: ", b"From: nul\x00er ", 1)
+    folder = _write(tmp_path / "in", {"1.eml": poisoned, "2.eml": _mail("two", "Other")})
+    summary = await import_paths(conn, None, identity_id, [folder], workers=2)
+    assert summary.imported == 2 and not summary.failed
+    assert not [r for r in summary.with_defects if "storage refused" in r.reason]
+    row = await conn.fetchrow("SELECT status, subject, from_name FROM messages"
+                              " WHERE rfc_message_id = 'nul@x'")
+    assert row["status"] != "unparsed" and row["subject"] == "Hello"
+    assert "\x00" not in (row["from_name"] or "") and "\ufffd" in row["from_name"]
