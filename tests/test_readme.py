@@ -37,7 +37,7 @@ def test_settings_reject_a_malformed_variable_by_name():
 def test_the_limits_and_failure_section_names_every_limit_with_its_value():
     """The "Limits and failure behaviour" tables follow the code (issue 9): every limit setting
     with its default, and the constants of the pool, the relay, the runner and the budget."""
-    from front.mcp.transport import BODY_READ_SECONDS
+    from front.body import BODY_READ_SECONDS
     from front.relay import MARGIN_SECONDS, START_SECONDS
     from front.resources import REDIS_WAIT_SECONDS
     from front.shedding import RETRY_AFTER_SECONDS

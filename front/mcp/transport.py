@@ -37,6 +37,7 @@ from litestar import Request, Response, route
 from litestar.response import Stream
 
 from front.admission import admit
+from front.body import BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone, read_body
 from front.mcp import protocol as p
 from front.mcp.dispatch import Failure, Reply, dispatch, tool_error, tool_result
 from front.mcp.inbound import (
@@ -63,8 +64,6 @@ log = get_logger("front.mcp")
 #: The SSE comment sent after a quiet heartbeat interval (spec section 2.6).
 KEEP_ALIVE = b": keep-alive\n\n"
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE"]
-#: Seconds a client may take to send its whole body; a stalled upload would hold the request.
-BODY_READ_SECONDS = 30.0
 #: Longest ``method`` value written to the request log (callers choose it before authenticating).
 LOGGED_METHOD_CHARS = 64
 #: Litestar adds "; charset=utf-8" to a text/* type itself (spec section 2.6 asks for it).
@@ -104,18 +103,6 @@ def _admission_rejection(error: PylotaError, request_id: str, body_id: Any) -> R
         return reject(RejectionKind.INTERNAL, error.message, data=envelope, id=body_id)
     return reject(RejectionKind.UNAUTHENTICATED, error.message, data=envelope, id=body_id,
                   headers=(("www-authenticate", _WWW_AUTHENTICATE),))
-
-
-async def _read_body(request: Request[Any, Any, Any]) -> bytes | None:
-    """The body, or None when it grows past the limit (chunked bodies have no Content-Length)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 # --- Worker tools: relay a job's events -------------------------------------------------------
@@ -273,13 +260,12 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, prompts: Seque
                                          request_id=request_id)) is not None:
         return _rejected(rejection, fields)  # 413 or 415 (step 3)
     try:
-        async with asyncio.timeout(BODY_READ_SECONDS):
-            raw = await _read_body(request)
+        raw = await read_body(request, MAX_BODY_BYTES)
     except TimeoutError:
         return _rejected(reject(RejectionKind.REQUEST_TIMEOUT,
                                 f"The body did not arrive within {BODY_READ_SECONDS:g} seconds."),
                          fields)
-    if raw is None:  # a chunked body past the limit
+    except BodyTooLarge:  # a chunked body past the limit
         too_large = check_size_and_type(MAX_BODY_BYTES + 1, "application/json",
                                         request_id=request_id)
         assert too_large is not None
@@ -364,6 +350,9 @@ def mcp_routes(prompts: Sequence[PromptSpec]) -> list[Any]:
         fields: dict[str, Any] = {"request_id": request_id, "http_method": request.method}
         try:
             response = await _serve(request, res, prompts, request_id, fields)
+        except ClientGone:
+            fields["error_code"] = "client_closed"
+            response = Response(content=b"", status_code=CLIENT_CLOSED_STATUS)
         except Exception as exc:  # noqa: BLE001 - rendered as a JSON-RPC error with its log line
             response = _failed(request_id, exc, fields)
         # A stream's line is written when it starts: its duration is the time to the first byte.

@@ -29,6 +29,8 @@ import msgspec
 from litestar import Request, Response, get, route
 
 from front.admission import admit
+from front.body import BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone, read_body
+from front.mcp.inbound import MAX_BODY_BYTES
 from front.relay import Final, KeepAlive, Progress, follow
 from front.resources import Resources
 from front.rest.errors import error_response
@@ -43,12 +45,10 @@ from shared.tools.call import Answer, Job, UnknownTool, call_tool
 from shared.tools.registry import ToolSpec
 from shared.tools.scope import lookup_identity
 
-__all__ = ["rest_routes", "MAX_BODY_BYTES", "OPENAPI_PATH", "LOOKUP_PATH"]
+__all__ = ["rest_routes", "OPENAPI_PATH", "LOOKUP_PATH"]
 
 log = get_logger("front.rest")
 
-#: Largest request body (spec section 2.1: the REST limit, so mail_send can carry attachments).
-MAX_BODY_BYTES = 7 * 1024 * 1024
 #: Where the OpenAPI 3.1 document of this API is served.
 OPENAPI_PATH = "/v1/openapi.json"
 #: The identity lookup by address (spec section 3), served with ``mail_list_identities``.
@@ -69,16 +69,16 @@ def _query_arguments(request: Request[Any, Any, Any], spec: ToolSpec, rest: Rest
 
 
 async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise PylotaError(ErrorCode.PAYLOAD_TOO_LARGE,
-                              f"The request body is larger than {MAX_BODY_BYTES} bytes (7 MiB).",
-                              fix="Send a smaller request: attachments count towards the limit.",
-                              details={"limit_bytes": MAX_BODY_BYTES})
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    try:
+        raw = await read_body(request, MAX_BODY_BYTES)
+    except BodyTooLarge:
+        raise PylotaError(ErrorCode.PAYLOAD_TOO_LARGE,
+                          f"The request body is larger than {MAX_BODY_BYTES} bytes (7 MiB).",
+                          fix="Send a smaller request: attachments count towards the limit.",
+                          details={"limit_bytes": MAX_BODY_BYTES}) from None
+    except TimeoutError:
+        raise invalid("body", f"The body did not arrive within {BODY_READ_SECONDS:g} seconds.",
+                      "Send the whole body at once.") from None
     if not raw.strip():
         return {}
     try:
@@ -213,6 +213,9 @@ def _logged(path: str, method: str, serve: Serve, name: str) -> Any:
                                   "http_method": request.method, "route": path}
         try:
             response = await serve(request, request_id, fields)
+        except ClientGone:
+            fields["error_code"] = "client_closed"
+            response = Response(content=b"", status_code=CLIENT_CLOSED_STATUS)
         except Exception as exc:  # noqa: BLE001 - every failure is the envelope
             error = dependency_failure(exc) or PylotaError(
                 ErrorCode.INTERNAL, "The request failed unexpectedly.")

@@ -15,6 +15,7 @@ import pytest
 from arq.connections import ArqRedis
 from arq.jobs import Job
 
+from front import body
 from front.mcp import protocol as p
 from front.mcp.inbound import ALLOW, MAX_BODY_BYTES
 from front.mcp import transport
@@ -74,18 +75,53 @@ async def test_methods_other_than_post_are_405_with_allow_post(stack, method):
     assert response.headers["allow"] == ALLOW
 
 
-async def test_a_body_that_stops_arriving_is_408(stack, monkeypatch):
-    monkeypatch.setattr(transport, "BODY_READ_SECONDS", 0.5)
-    wire, *_ = stack
+@pytest.mark.parametrize(("path", "status"), [("/mcp", b"408"), ("/v1/identities/{}/search", b"400")])
+async def test_a_body_that_stops_arriving_is_refused(stack, monkeypatch, path, status):
+    """MCP answers 408 (spec section 2.1); REST an ``invalid_request`` on ``body``: before, a REST
+    body could trickle in for as long as its client liked, holding a place under the ceiling."""
+    monkeypatch.setattr(body, "BODY_READ_SECONDS", 0.5)
+    wire, identity_id, *_ = stack
     host, port = wire.url.removeprefix("http://").split("/")[0].split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+    writer.write(f"POST {path.format(identity_id)} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                 f"Authorization: Bearer {wire.token}\r\nContent-Type: application/json\r\n"
                  f"Content-Length: 100\r\n\r\n{{\"jsonrpc\"".encode())
     await writer.drain()
     async with asyncio.timeout(10):
         status_line = await reader.readline()
     writer.close()
-    assert status_line.split()[1] == b"408"
+    assert status_line.split()[1] == status
+
+
+async def _send_half_a_body_and_leave(url: str, path: str, token: str) -> None:
+    host, port = url.removeprefix("http://").split("/")[0].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}"
+                 f"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                 f"{{\"jsonrpc\"".encode())
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_a_client_leaving_mid_body_is_logged_as_gone_not_as_our_failure(stack, capsys):
+    """A client that closes its connection before sending its whole body is logged 499
+    ``client_closed`` on both surfaces: it was logged as our 500 (found by an attack)."""
+    wire, identity_id, *_ = stack
+    base = wire.url.removesuffix("/mcp")
+    await _send_half_a_body_and_leave(wire.url, "/mcp", wire.token)
+    await _send_half_a_body_and_leave(wire.url, f"/v1/identities/{identity_id}/search",
+                                      wire.token)
+    lines: list[dict] = []
+    async with asyncio.timeout(10):
+        while len(lines) < 2:
+            await asyncio.sleep(0.05)
+            lines += [json.loads(line) for line in capsys.readouterr().err.splitlines()
+                      if line.startswith("{") and '"request"' in line]
+    assert [(line["status"], line["error_code"]) for line in lines] == [(499, "client_closed")] * 2
+    assert not any("exception" in line for line in lines)
+    assert (await wire.http.get(f"{base}/v1/identities",
+                                headers={"authorization": f"Bearer {wire.token}"})).status_code == 200
 
 
 async def test_options_is_204_without_a_cors_grant(stack):
