@@ -11,7 +11,7 @@ import click
 import msgspec
 
 from shared.config import Settings, SettingsError
-from shared.errors import ErrorCode, PylotaError
+from shared.errors import ErrorCode, PylotaError, dependency_failure
 from shared.logs import configure
 
 __all__ = ["run", "emit"]
@@ -25,8 +25,16 @@ _CLI_FIX = {
 }
 
 
+#: Exit status of a command that PostgreSQL or Redis failed mid-way: running it again may work.
+EXIT_UNAVAILABLE = 1
+#: Exit status of a command refused for its input or settings.
+EXIT_REFUSED = 2
+
+
 def run(work: Callable[[Settings], Awaitable[T]]) -> T:
-    """Run ``work(settings)``; on a settings or Pylota error print it and its fix, exit 2."""
+    """Run ``work(settings)``; on a settings or Pylota error print it and its fix and exit
+    :data:`EXIT_REFUSED`; when PostgreSQL or Redis goes away mid-way, say so (no traceback) and
+    exit :data:`EXIT_UNAVAILABLE`."""
     try:
         settings = Settings.from_env()
         # JSON lines on stderr: stdout carries only what the command prints (--json is JSON).
@@ -36,7 +44,15 @@ def run(work: Callable[[Settings], Awaitable[T]]) -> T:
         click.echo(f"error: {exc}", err=True)
     except PylotaError as exc:
         click.echo(f"error: {exc.message}\nfix: {_CLI_FIX.get(exc.code, exc.fix)}", err=True)
-    sys.exit(2)
+    except Exception as exc:
+        if dependency_failure(exc) is None:
+            raise
+        click.echo(f"error: PostgreSQL or Redis stopped answering ({type(exc).__name__}).\n"
+                   "fix: Check that both are running (DATABASE_URL, REDIS_URL) and run the "
+                   "command again; an import counts what it already stored as duplicates.",
+                   err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    sys.exit(EXIT_REFUSED)
 
 
 def emit(obj: Any, as_json: bool, text: str) -> None:

@@ -14,11 +14,14 @@ PostgreSQL is "down" for the front only: it reaches it through a relay the test 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections import Counter
 
 import msgspec
 
+from tests.conftest import ROOT
 from tests.e2e.transport_kit import Wire, keyed_identity
 from tests.faults.kit import STOPPED, eventually, no_traceback, stack_env
 
@@ -191,3 +194,48 @@ async def test_every_connection_stuck_a_request_is_refused_within_the_acquire_ti
     assert response.status_code == 200
     no_traceback(front)
     assert await front.stop() in STOPPED
+
+
+#: Bound on ``pylota import`` ending after PostgreSQL is cut under it.
+IMPORT_ENDS_SECONDS = 30.0
+
+
+async def test_an_import_that_loses_postgresql_says_so_and_a_rerun_completes_it(
+        db_url, conn, relay, tmp_path):
+    """``pylota import`` with PostgreSQL cut mid-way ends with a one-line error and exit status 1,
+    not a traceback (found by an attack); run again, it stores the rest, each message once."""
+    await keyed_identity(conn, "desk@acme.example")
+    messages = 3000
+    (tmp_path / "big.mbox").write_bytes(b"".join(
+        b"From ann@x.example Mon Jan  1 00:00:00 2024\n"
+        b"From: ann@x.example\nTo: desk@acme.example\nSubject: note %d\n"
+        b"Message-ID: <n%d@x.example>\n\nbody of note %d\n\n" % (i, i, i) for i in range(messages)))
+    env = {"REDIS_URL": "redis://127.0.0.1:1/0", "PM_DKIM_VERIFY": "false", "PATH": "/usr/bin:/bin"}
+    argv = [sys.executable, "-m", "cli", "import", "--identity", "desk@acme.example",
+            "--no-progress", "--json", str(tmp_path / "big.mbox")]
+    running = await asyncio.create_subprocess_exec(
+        *argv, env={**env, "DATABASE_URL": relay.dsn(db_url)}, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await eventually(lambda: _some_stored(conn), within=60, what="a first batch stored", every=0.02)
+    await relay.cut()
+    cut = time.monotonic()
+    async with asyncio.timeout(IMPORT_ENDS_SECONDS):
+        out, err = await running.communicate()
+    assert time.monotonic() - cut <= IMPORT_ENDS_SECONDS
+    assert running.returncode == 1, err.decode()[-2000:]
+    assert "Traceback" not in err.decode(), err.decode()[-3000:]
+    assert "error: PostgreSQL or Redis stopped answering" in err.decode()
+    stored = await conn.fetchval("SELECT count(*) FROM messages")
+    assert 0 < stored < messages
+
+    again = subprocess.run([*argv], env={**env, "DATABASE_URL": db_url}, cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    summary = msgspec.json.decode(again.stdout)
+    assert summary["imported"] + summary["duplicates"] == messages, summary
+    assert await conn.fetchval("SELECT count(DISTINCT rfc_message_id) FROM messages") \
+        == await conn.fetchval("SELECT count(*) FROM messages") == messages
+
+
+async def _some_stored(conn) -> bool:
+    return await conn.fetchval("SELECT count(*) FROM messages") > 0
