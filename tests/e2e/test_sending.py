@@ -368,6 +368,25 @@ async def test_rl_send_is_rate_limited_with_retry_after_on_both_surfaces(db_url,
     assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 2
 
 
+async def test_an_identity_being_deleted_cannot_send_on_either_surface(db_url, conn):
+    """Sending acts as the identity, which a deleting or deleted identity cannot do (spec section
+    4.3, mail_list_identities): ``identity_not_found``, nothing queued (found by an attack)."""
+    _, identity_id, _, token = await keyed_identity(conn, DESK)
+    await conn.execute("UPDATE identities SET status = 'deleting' WHERE id = $1", identity_id)
+    settings = stack_settings(db_url, free_port())
+    arguments = {"to": ["jo@example.com"], "subject": "Hello", "text": "Hi."}
+    async with stack(settings, batch=False) as url, sdk_client(url, token) as client:
+        refused = error_of(await client.call_tool("mail_send", {**arguments,
+                                                                "idempotency_key": "k-1"}))
+        async with httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=WAIT) as http:
+            rest = await http.post(f"/v1/identities/{identity_id}/messages", json=arguments,
+                                   headers={"Authorization": f"Bearer {token}",
+                                            "Idempotency-Key": "k-2"})
+    assert refused["code"] == "identity_not_found"
+    assert rest.status_code == 404 and rest.json()["error"]["code"] == "identity_not_found"
+    assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 0
+
+
 async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
     tenant_id, identity_id, _, token = await keyed_identity(conn, DESK)
     settings = stack_settings(db_url, free_port())
