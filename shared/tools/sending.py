@@ -2,9 +2,10 @@
 their result ("Output: as mail_send") and every step but the domain call.
 
 A handler resolves the identity, which must be able to act (not deleting or deleted:
-``shared.tools.scope.acting_identity_for``), calls the outbound domain (``shared.outbound.send``) with the plan's send allowance as its ``check_allowance`` hook
-(``shared.plans.charge_send``: ``billing_limit`` stores and sends nothing), annotates the stored
-message (triage, references) and cuts it to the Message object's budget. The arguments decode
+``shared.tools.scope.acting_identity_for``), calls the outbound domain (``shared.outbound.send``)
+with the plan's send allowance as its ``check_allowance`` hook (``shared.plans.charge_send``:
+``billing_limit`` stores and sends nothing), annotates the stored message (triage, references)
+and cuts it to the Message object's budget. The arguments decode
 straight into the domain's request Structs (``shared.outbound.model``), which carry the spec's
 schema. RL_SEND is charged by the call pipeline before the handler runs.
 
