@@ -20,7 +20,7 @@ from front.mcp.transport import mcp_routes
 from front.resources import open_resources
 from front.rest.routes import rest_routes
 from front.rest.errors import EXCEPTION_HANDLERS
-from front.shedding import shedding
+from front.shedding import Shedding
 from front.warm import warm
 from front.wellknown import wellknown_routes
 from shared.config import Settings
@@ -42,8 +42,12 @@ def create_app(settings: Settings, *, tools: Sequence[ToolSpec] = TOOLS,
             app.state.resources = resources
             yield
 
-    return Litestar(route_handlers=[*mcp_routes(prompts), *rest_routes(tools),
-                                    *wellknown_routes()],
-                    lifespan=[lifespan], middleware=[shedding(settings.pm_max_in_flight)],
-                    exception_handlers=EXCEPTION_HANDLERS, openapi_config=None, debug=False,
-                    request_max_body_size=None)
+    app = Litestar(route_handlers=[*mcp_routes(prompts), *rest_routes(tools),
+                                   *wellknown_routes()],
+                   lifespan=[lifespan], exception_handlers=EXCEPTION_HANDLERS,
+                   openapi_config=None, debug=False, request_max_body_size=None)
+    # Around the whole app rather than as Litestar middleware, which Litestar wraps around each
+    # route with an exception middleware of its own: a second one per request, held by every
+    # open stream for its life (about 0.5 KB each, issue 14). A refusal needs no route anyway.
+    app.asgi_handler = Shedding(app.asgi_handler, settings.pm_max_in_flight)
+    return app

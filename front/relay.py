@@ -22,13 +22,13 @@ legacy ``notifications/cancelled``):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final as Constant
 
-import anyio
 import msgspec
 from arq.jobs import Job as ArqJob
 from arq.jobs import JobStatus
@@ -114,6 +114,17 @@ async def stop_job(res: Resources, job_id: str, queue: str) -> None:
         await ArqJob(job_id, res.arq, _queue_name=queue).abort(timeout=0)
     with contextlib.suppress(Exception):
         await publish_job_event(res.redis, job_id, JobEvent(kind="cancelled"))
+
+
+#: Jobs being stopped in the background, held until done (the event loop keeps only weak ones).
+_STOPPING: set[asyncio.Task[None]] = set()
+
+
+def _stopping(res: Resources, job_id: str, queue: str) -> asyncio.Task[None]:
+    task = asyncio.create_task(stop_job(res, job_id, queue))
+    _STOPPING.add(task)
+    task.add_done_callback(_STOPPING.discard)
+    return task
 
 
 async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive | Final]:
@@ -230,5 +241,6 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
             if watched is not None:
                 res.workers.forget(watched, events)
             if not done:
-                with anyio.CancelScope(shield=True):
-                    await stop_job(res, job_id, queue)
+                # In a task of its own: a caller cancelled meanwhile (its client went away)
+                # stops waiting for it but cannot cut it short.
+                await asyncio.shield(_stopping(res, job_id, queue))

@@ -12,8 +12,6 @@ refusal writes its ``request`` log line.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -77,8 +75,3 @@ class Shedding:
         finally:
             if counted:
                 self.working -= 1
-
-
-def shedding(ceiling: int) -> Any:
-    """The middleware factory Litestar takes (``middleware=[shedding(n)]``)."""
-    return lambda app: Shedding(app, ceiling)

@@ -5,9 +5,11 @@ waits for the client's ``http.disconnect``: per open stream a task group, three 
 and a task handle with its event, about 6 KB of the front's memory (tracemalloc, 150 to 300
 open ``mail_wait`` streams). A front holds thousands of streams, so :class:`EventStream` is a
 ``Stream`` whose body is sent by the request's task itself, with one plain task waiting for the
-disconnect. When the client goes away, that task cancels the body's anyio cancel scope, so the
-iterator is cancelled where it waits and its ``finally`` runs (the job is stopped; cleanup under
-a shielded scope is not cut short) exactly as with ``Stream``.
+disconnect. When the client goes away, that task cancels the body's scope, so the iterator is
+cancelled where it waits and its ``finally`` runs (the job is stopped) as with ``Stream``. The
+scope is the standard library's ``asyncio.timeout(None)``, moved to now: its cancellation is
+delivered once, so cleanup that awaits is not cut short, and it costs a few hundred bytes less
+per open stream than an anyio ``CancelScope`` (issue 14).
 
 Used by ``front.mcp.transport`` and ``front.rest.routes``; no I/O of its own beyond ASGI.
 """
@@ -18,7 +20,6 @@ import asyncio
 from collections.abc import AsyncIterable
 from typing import Any
 
-from anyio import CancelScope
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.types import Empty, Receive, Scope, Send
@@ -45,7 +46,7 @@ class _Relayed:
 
     def __init__(self, response: ASGIResponse) -> None:
         self._response: ASGIResponse | None = response
-        self._scope = CancelScope()
+        self._scope: asyncio.Timeout | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # What the stream no longer needs once its head is sent is let go, since it may live for
@@ -65,12 +66,15 @@ class _Relayed:
             listening = asyncio.create_task(_disconnected(receive))
             listening.add_done_callback(self._on_disconnect)
             try:
-                with self._scope:
+                async with asyncio.timeout(None) as self._scope:
                     async for frame in frames:
                         await send({"type": "http.response.body", "body": frame,
                                     "more_body": True})
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except TimeoutError:
+                pass  # the client went away: nobody is left to send to
             finally:
+                self._scope = None
                 listening.remove_done_callback(self._on_disconnect)
                 listening.cancel()
         if background is not None:
@@ -79,7 +83,8 @@ class _Relayed:
     def _on_disconnect(self, listening: asyncio.Task[None]) -> None:
         if not listening.cancelled():
             listening.exception()  # a failed receive also means the client cannot be served
-            self._scope.cancel()
+            if self._scope is not None:
+                self._scope.reschedule(-1.0)  # expire at once: cancels the body where it waits
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -1,7 +1,8 @@
 """SSE responses sent by the request's own task (front.sse), on a real uvicorn with a raw client.
 
 The body iterators here stand for the job relay: frames, a wait, and a ``finally`` whose cleanup
-runs under a shielded anyio scope (as ``front.relay`` stops a job there).
+runs in a task of its own, shielded from the caller's cancellation (as ``front.relay`` stops a
+job there).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import uvicorn
 from litestar import Litestar, Request, get
 
@@ -29,6 +29,7 @@ class Probe:
         self.cleaned = asyncio.Event()
         self.cleanup_began = asyncio.Event()
         self.cancelled = False
+        self.cleanup: asyncio.Task[None] | None = None
         self.headers_read: list[str] = []
 
 
@@ -43,10 +44,13 @@ def app_for(probe: Probe) -> Litestar:
             probe.cancelled = True
             raise
         finally:
-            with anyio.CancelScope(shield=True):
-                probe.cleanup_began.set()
-                await asyncio.sleep(CLEANUP_SECONDS)
-                probe.cleaned.set()
+            probe.cleanup = asyncio.create_task(cleanup())
+            await asyncio.shield(probe.cleanup)
+
+    async def cleanup() -> None:
+        probe.cleanup_began.set()
+        await asyncio.sleep(CLEANUP_SECONDS)
+        probe.cleaned.set()
 
     @get("/waits")
     async def waits(request: Request[Any, Any, Any]) -> EventStream:
@@ -120,7 +124,7 @@ async def test_a_client_going_away_during_the_cleanup_does_not_cut_it_short():
             while b"data: 2" not in await reader.read(4096):
                 pass
             await probe.cleanup_began.wait()
-        writer.close()  # while the body's shielded cleanup runs
+        writer.close()  # while the body's cleanup runs
         async with asyncio.timeout(10):
             await probe.cleaned.wait()
     assert not probe.cancelled
