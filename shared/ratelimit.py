@@ -7,8 +7,11 @@ it calls. The server never sleeps on a limit: an exhausted bucket raises ``rate_
 **Leases** (issue 14: a Redis round trip on every call was as costly as the tool's own read). A
 key calling a front fast takes several units from Redis at once and spends them in memory: one
 for the call and one for each of its calls waiting meanwhile, and, when its last lease ran out,
-as many more as it made calls in :data:`LEASE_SECONDS` at its rate over that lease; at most
-:data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The units are charged in
+as many more as it made calls in :data:`LEASE_SECONDS` at its recent rate; at most
+:data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The rate is measured over
+windows of at least :data:`LEASE_SECONDS` (one lease of a fast key lasts a few milliseconds, and
+a rate over less is noise), and only a window the key kept calling through counts: one longer than
+twice that held a pause, and gives no rate. The units are charged in
 Redis when taken, so every front together still never lets more calls through than the limit;
 units a front has not spent within :data:`LEASE_HOLD_SECONDS` are dropped (they are held longer
 than they are sized for, so that calls a busy event loop resumes late still find them), which
@@ -61,9 +64,11 @@ class _Lease:
     units: int = 0
     #: ``time.monotonic()`` after which the units left are dropped.
     expires: float = 0.0
-    #: Calls of the key since :attr:`since`, for the rate the next lease is sized by.
+    #: Calls of the key since :attr:`since`, the window its next :attr:`rate` is measured over.
     calls: int = 0
     since: float = 0.0
+    #: Calls a second over the last window that closed (0 when that window held a pause).
+    rate: float = 0.0
     #: Calls waiting for the lease being taken now (:attr:`taking`, True once it is taken).
     waiting: int = 0
     taking: asyncio.Future[bool] | None = None
@@ -124,9 +129,13 @@ class RateLimits:
         taking = None
         if lease.taking is None:
             taking = lease.taking = asyncio.get_running_loop().create_future()
+        elapsed = now - lease.since
+        if elapsed >= LEASE_SECONDS:
+            lease.rate = lease.calls / elapsed if elapsed < 2 * LEASE_SECONDS else 0.0
+            lease.calls, lease.since = 0, now
         units = 0
         try:
-            units = await self._take(item, bucket, key_id, self._lease_size(item, lease, now))
+            units = await self._take(item, bucket, key_id, self._lease_size(item, lease))
         finally:
             if taking is not None:
                 taking.set_result(units > 0)
@@ -134,7 +143,7 @@ class RateLimits:
         if units == 0:
             await self._refuse(bucket, item, key_id)
         lease.units, lease.expires = units - 1, time.monotonic() + LEASE_HOLD_SECONDS
-        lease.calls, lease.since = 1, now
+        lease.calls += 1
 
     def _lease(self, bucket: Bucket, key_id: str) -> _Lease:
         found = self._leases.get((bucket, key_id))
@@ -149,20 +158,14 @@ class RateLimits:
         return found
 
     @staticmethod
-    def _lease_size(item: RateLimitItemPerMinute, lease: _Lease, now: float) -> int:
+    def _lease_size(item: RateLimitItemPerMinute, lease: _Lease) -> int:
         """Units to take: one for this call and one for each call waiting now (demand that is
-        there), plus, when the last lease ran out and lasted at least :data:`LEASE_SECONDS`, the
-        whole calls the key is expected to make in that long at its rate over that lease; within
-        :data:`MAX_LEASE` and the bucket's share. A key whose calls come in bursts with pauses
-        longer than :data:`LEASE_HOLD_SECONDS` thus takes what each burst asks for and wastes
-        nothing."""
+        there), plus, when the last lease ran out, the whole calls the key is expected to make in
+        :data:`LEASE_SECONDS` at its :attr:`_Lease.rate`; within :data:`MAX_LEASE` and the
+        bucket's share. A key whose calls come in bursts with pauses between them thus takes
+        what each burst asks for and wastes nothing."""
         cap = min(MAX_LEASE, max(1, item.amount // LEASE_SHARE))
-        elapsed = now - lease.since
-        ran_out = lease.units <= 0
-        # a rate over less than LEASE_SECONDS is noise: right after a lease of one ran out, it
-        # would read as thousands a second
-        expected = math.floor(lease.calls / elapsed * LEASE_SECONDS) \
-            if ran_out and elapsed >= LEASE_SECONDS else 0
+        expected = math.floor(lease.rate * LEASE_SECONDS) if lease.units <= 0 else 0
         return max(1, min(cap, 1 + lease.waiting + expected))
 
     async def _take(self, item: RateLimitItemPerMinute, bucket: Bucket, key_id: str,

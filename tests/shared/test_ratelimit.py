@@ -4,6 +4,7 @@ from its setting, two processes share one budget, and a refusal says when to ret
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timedelta, timezone
 from typing import get_args
 
@@ -12,7 +13,7 @@ import pytest
 from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared import ratelimit
-from shared.ratelimit import LEASE_HOLD_SECONDS, LEASE_SHARE, Bucket, RateLimits
+from shared.ratelimit import LEASE_HOLD_SECONDS, LEASE_SECONDS, LEASE_SHARE, Bucket, RateLimits
 from tests.conftest import settings_for
 from tests.faults.kit import OwnRedis
 
@@ -78,6 +79,25 @@ async def test_overlapping_calls_of_one_key_share_a_lease_of_units(own_redis):
     assert all(await asyncio.gather(*(_allowed(limits, "RL_API", key) for _ in range(200))))
     trips = await _commands(client) - before
     assert trips <= 200 / 10, f"{trips} round trips for 200 calls"
+    await client.aclose()
+
+
+async def test_a_key_calling_fast_one_call_at_a_time_takes_leases_too(own_redis):
+    """One call after another, as fast as they come: once a window of LEASE_SECONDS has
+    measured the key's rate, each lease covers the calls of the next LEASE_SECONDS, so the
+    calls do not each make a round trip (they did when only waiting calls sized a lease)."""
+    limits = RateLimits(settings_for("postgresql://unused", redis_url=own_redis.url,
+                                     pm_rl_api_per_minute=100_000))
+    key = new_id(Prefix.KEY)
+    client = own_redis.client()
+    measuring = time.monotonic() + 4 * LEASE_SECONDS
+    while time.monotonic() < measuring:  # the first windows: one round trip a call
+        await limits.charge("RL_API", key)
+    before = await _commands(client)
+    for _ in range(2_000):
+        await limits.charge("RL_API", key)
+    trips = await _commands(client) - before
+    assert trips <= 2_000 / 10, f"{trips} round trips for 2,000 calls"
     await client.aclose()
 
 
