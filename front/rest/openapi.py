@@ -29,8 +29,9 @@ _PATH_PARAM = re.compile(r"\{(\w+):\w+\}")
 
 
 def _operation(route: RestRoute, spec: ToolSpec) -> dict[str, Any]:
-    properties: dict[str, Any] = spec.input_schema.get("properties", {})
-    required = set(spec.input_schema.get("required", []))
+    schema = spec.rest_input_schema
+    properties: dict[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", []))
     bound = {*route.path_args.values(), *route.fixed,
              *(header.argument for header in route.headers.values())}
     parameters: list[dict[str, Any]] = [
@@ -52,7 +53,7 @@ def _operation(route: RestRoute, spec: ToolSpec) -> dict[str, Any]:
                         "required": name in required, "schema": prop}
                        for name, prop in free.items()]
     else:
-        body: dict[str, Any] = {key: value for key, value in spec.input_schema.items()
+        body: dict[str, Any] = {key: value for key, value in schema.items()
                                 if key not in ("properties", "required")}
         body["properties"] = free
         if needed := sorted(required - bound):

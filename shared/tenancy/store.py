@@ -331,13 +331,15 @@ async def list_identities(conn: asyncpg.Connection, *, tenant_ids: list[str] | N
     """Identities visible to a key, ordered by id, at most ``limit`` after ``after_id``.
 
     ``tenant_ids`` None means every tenant (platform keys); ``identity_id`` limits to one.
-    Deleting and deleted identities are never listed (they cannot act, spec section 4.3).
+    Without ``status``, only identities that can act (active or paused) are listed; deleting and
+    deleted ones only when ``status`` asks for them (REST's filter, spec section 4.3).
     """
     rows = await conn.fetch(
         f"""{_IDENTITY_SELECT}
         WHERE ($1::text[] IS NULL OR i.tenant_id = any($1::text[]))
           AND ($2::text IS NULL OR i.id = $2)
-          AND i.status = coalesce($3, i.status) AND i.status IN ('active', 'paused')
+          AND CASE WHEN $3::text IS NULL THEN i.status IN ('active', 'paused')
+                   ELSE i.status = $3 END
           AND ($4::text IS NULL OR i.purpose = $4)
           AND ($5::text IS NULL OR i.id > $5)
         GROUP BY i.id ORDER BY i.id LIMIT $6""",

@@ -150,7 +150,8 @@ async def call_tool(env: CallEnv, principal: Principal, name: object, arguments:
         if query is not None:
             fields["query_hash"] = query_hash(env.settings.pm_hash_key, query)
     try:
-        args = decode_arguments(spec, arguments, from_query=from_query)
+        args = decode_arguments(spec, arguments, from_query=from_query,
+                                rest=surface == "rest")
         if spec.bucket is not None:
             await env.limits.charge(spec.bucket, principal.key_id)
         ctx = ToolContext(db=env.db, redis=env.redis, settings=env.settings,
@@ -184,10 +185,11 @@ async def call_tool(env: CallEnv, principal: Principal, name: object, arguments:
 # --- Decoding ---------------------------------------------------------------------------------
 
 
-def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = False
-                     ) -> msgspec.Struct:
-    """``arguments`` decoded into ``spec.args``, strictly, as its inputSchema says ("5" is not
-    an integer, 1 is not a date-time), except that JSON Schema's integer admits 10.0.
+def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = False,
+                     rest: bool = False) -> msgspec.Struct:
+    """``arguments`` decoded into ``spec.args`` (``spec.rest_args``, where set, for ``rest``),
+    strictly, as its inputSchema says ("5" is not an integer, 1 is not a date-time), except
+    that JSON Schema's integer admits 10.0.
 
     Raises:
         PylotaError: ``invalid_request`` naming the field (``details.path``) and the fix.
@@ -199,7 +201,8 @@ def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = Fa
         raise invalid(where, f"{where} contains a NUL character.",
                       f"Remove the \\u0000 characters from {where}.")
     try:
-        args = msgspec.convert(_integral(arguments), spec.args, strict=not from_query)
+        args = msgspec.convert(_integral(arguments), (rest and spec.rest_args) or spec.args,
+                               strict=not from_query)
     except msgspec.ValidationError as exc:
         raise _validation_error(exc, spec) from None
     _check_instants(args)

@@ -32,6 +32,14 @@ class ListIdentitiesArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     cursor: str | None = None
 
 
+class RestListIdentitiesArgs(ListIdentitiesArgs, kw_only=True, forbid_unknown_fields=True):
+    """``GET /v1/identities``' arguments: its status filter also takes ``deleting`` and
+    ``deleted``, to see identities that can no longer act (spec section 4.3)."""
+
+    status: Annotated[Literal["active", "paused", "deleting", "deleted"], msgspec.Meta(
+        description="Only identities with this status.")] | None = None
+
+
 class ListIdentitiesResult(msgspec.Struct, kw_only=True):
     """``{data: Identity[], next_cursor}``."""
 
@@ -40,7 +48,8 @@ class ListIdentitiesResult(msgspec.Struct, kw_only=True):
 
 
 async def run(ctx: ToolContext, args: ListIdentitiesArgs) -> ListIdentitiesResult:
-    """List identities the key reaches, ordered by id, ``limit`` per page.
+    """List identities the key reaches, ordered by id, ``limit`` per page: those that can act
+    (active or paused), or those of ``status`` when it is given.
 
     ``tenant_id`` limits a platform or partner key to one of its tenants; a tenant or identity
     key may name only its own.

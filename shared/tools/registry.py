@@ -63,8 +63,10 @@ class ToolSpec:
     """One tool: wire texts and types, who may call it, and what runs it.
 
     ``input_extra`` holds schema keywords no type can state (merged into ``input_schema``; the
-    handler checks them). ``input_schema`` and ``output_schema`` are computed from the types
-    once, when the spec is made.
+    handler checks them). ``rest_args``, when set, is the REST API's wider form of ``args`` (a
+    subclass the handler reads the same way): mail_list_identities' REST status filter also
+    takes deleting and deleted (spec section 4.3). ``input_schema``, ``rest_input_schema`` and
+    ``output_schema`` are computed from the types once, when the spec is made.
     """
 
     name: str
@@ -79,11 +81,16 @@ class ToolSpec:
     bucket: Bucket | None = None
     runs_on: Literal["inline", "worker"] = "inline"
     input_extra: dict[str, Any] | None = None
+    rest_args: type[msgspec.Struct] | None = None
     input_schema: dict[str, Any] = field(init=False)
+    rest_input_schema: dict[str, Any] = field(init=False)
     output_schema: dict[str, Any] | None = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_schema", input_schema(self.args, self.input_extra))
+        object.__setattr__(self, "rest_input_schema", self.input_schema
+                           if self.rest_args is None
+                           else input_schema(self.rest_args, self.input_extra))
         object.__setattr__(self, "output_schema",
                            None if self.result is None else output_schema(self.result))
 
@@ -91,7 +98,7 @@ class ToolSpec:
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="mail_list_identities", title="List mail identities",
              description=identities.DESCRIPTION, args=identities.ListIdentitiesArgs,
-             result=identities.ListIdentitiesResult, permission=Permission.IDENTITIES_READ,
+             rest_args=identities.RestListIdentitiesArgs, result=identities.ListIdentitiesResult, permission=Permission.IDENTITIES_READ,
              annotations=READ_ONLY, handler=identities.run),
     ToolSpec(name="mail_list_threads", title="List threads", description=threads.LIST_DESCRIPTION,
              args=threads.ListThreadsArgs, result=threads.ListThreadsResult,

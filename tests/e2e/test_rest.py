@@ -19,7 +19,7 @@ from shared.auth.keys import create_key
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode, RETRYABLE, STATUS
 from shared.ingest.importer import import_paths
-from shared.tenancy.store import set_tenant_policy
+from shared.tenancy.store import create_identity, set_tenant_policy
 from shared.tools.registry import TOOLS
 from tests.conftest import ROOT, running_front, running_worker, settings_for
 from tests.e2e.harness import sdk_client
@@ -185,6 +185,36 @@ async def test_a_key_without_the_permission_gets_permission_denied(demo, conn):
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "permission_denied"
     assert "search:read" in refused.json()["error"]["fix"]
+
+
+async def test_the_rest_status_filter_also_lists_identities_being_deleted(demo, conn):
+    """Spec section 4.3, mail_list_identities: the tool's status enum offers active and paused,
+    and "the REST filter also accepts deleting and deleted" (it was a 400: found by an attack).
+    Without a filter, only identities that can act are listed, on both surfaces."""
+    http, headers = demo["http"], auth(demo["tenant_token"])
+    leaving = await create_identity(conn, demo["tenant_id"], "leaving@pylota.example")
+    await conn.execute("UPDATE identities SET status = 'deleting' WHERE id = $1", leaving.id)
+
+    def ids(response: httpx.Response) -> set[str]:
+        assert response.status_code == 200, response.text
+        return {i["id"] for i in response.json()["data"]}
+
+    assert ids(await http.get("/v1/identities", headers=headers)) == {demo["identity_id"]}
+    assert ids(await http.get("/v1/identities", params={"status": "deleting"},
+                              headers=headers)) == {leaving.id}
+    assert ids(await http.get("/v1/identities", params={"status": "deleted"},
+                              headers=headers)) == set()
+    bogus = await http.get("/v1/identities", params={"status": "gone"}, headers=headers)
+    assert bogus.status_code == 400 and bogus.json()["error"]["details"] == {"path": "status"}
+    document = (await http.get("/v1/openapi.json")).json()
+    [status] = [p for p in document["paths"]["/v1/identities"]["get"]["parameters"]
+                if p["name"] == "status"]
+    assert status["schema"]["enum"] == ["active", "paused", "deleting", "deleted"]
+    async with sdk_client(demo["url"], demo["tenant_token"]) as client:
+        listed = await client.call_tool("mail_list_identities", {})
+        refused = await client.call_tool("mail_list_identities", {"status": "deleting"})
+    assert {i["id"] for i in listed.structured_content["data"]} == {demo["identity_id"]}
+    assert refused.is_error and "status" in refused.content[0].text
 
 
 async def test_tenant_search_and_identity_lookup(demo):
