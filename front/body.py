@@ -10,11 +10,15 @@ itself and raises :class:`ClientGone` instead, which the endpoints log with
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from litestar import Request
+from litestar.types import Receive
 
-__all__ = ["read_body", "BodyTooLarge", "ClientGone", "BODY_READ_SECONDS",
+T = TypeVar("T")
+
+__all__ = ["read_body", "while_connected", "disconnected", "BodyTooLarge", "ClientGone", "BODY_READ_SECONDS",
            "CLIENT_CLOSED_STATUS"]
 
 #: Seconds the whole body may take to arrive (a client trickling it would otherwise hold a
@@ -56,3 +60,29 @@ async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+async def while_connected(receive: Receive, work: Coroutine[Any, Any, T]) -> T:
+    """``work``'s result, once the request's body has been read; when the client disconnects
+    first, ``work`` is cancelled (and awaited, so its cleanup, such as stopping a worker's job,
+    runs) and :class:`ClientGone` raised. A JSON answer has no stream to notice the client's
+    going, so without this a wait ran out its seconds for nobody (issue 9).
+    """
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(disconnected(receive))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise ClientGone
+    return task.result()
+
+
+async def disconnected(receive: Receive) -> None:
+    """Return once the client has disconnected (a message of the body left unread is skipped)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

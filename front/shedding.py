@@ -3,8 +3,8 @@
 A front that accepts every request queues them on its pool and its two cores without bound:
 under a burst, every caller waits longer and longer, and nothing else is served. The ASGI
 middleware :class:`Shedding` counts the requests this process is **working on** — from arrival
-until their response starts; a stream that has started answering (an SSE relay) no longer
-counts — and, past ``pm_max_in_flight``, answers 503 with ``Retry-After`` straight away, without
+until their response starts; a stream that has started answering (an SSE relay), or a request
+waiting for a worker's job to answer it as JSON (:func:`waiting`), no longer counts — and, past ``pm_max_in_flight``, answers 503 with ``Retry-After`` straight away, without
 reading the body: a JSON-RPC error (-32603, ``data`` the ``unavailable`` envelope, ``id: null``)
 on ``/mcp``, the REST error envelope elsewhere (spec section 2.4; DESIGN.md section 5.5). Each
 refusal writes its ``request`` log line.
@@ -19,12 +19,14 @@ from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.logs import get_logger
 
-__all__ = ["Shedding", "RETRY_AFTER_SECONDS"]
+__all__ = ["Shedding", "waiting", "RETRY_AFTER_SECONDS"]
 
 log = get_logger("front.shedding")
 
 #: ``Retry-After`` of a shed request: one second is about how long a burst takes to drain.
 RETRY_AFTER_SECONDS = 1
+#: Where a request's scope holds the function that stops counting it (:func:`waiting`).
+_RELEASE = "pylota.shedding.release"
 
 
 def _refusal(path: str, request_id: str) -> bytes:
@@ -63,15 +65,28 @@ class Shedding:
         self.working += 1
         counted = True
 
-        async def sending(message: Message) -> None:
+        def release() -> None:
             nonlocal counted
-            if counted and message["type"] == "http.response.start":
+            if counted:
                 counted = False
                 self.working -= 1
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
             await send(message)
 
+        scope[_RELEASE] = release  # type: ignore[literal-required]
         try:
             await self.app(scope, receive, sending)
         finally:
-            if counted:
-                self.working -= 1
+            release()
+
+
+def waiting(scope: Scope) -> None:
+    """Stop counting this request as work in progress: it now waits for a worker's job (a long
+    poll, or a job answered as JSON), which costs the front next to nothing for up to a minute.
+    Counted, 100 such waits would have shed every other request until they ended."""
+    release = scope.get(_RELEASE)
+    if release is not None:
+        release()

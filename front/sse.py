@@ -25,6 +25,8 @@ from litestar.response.base import ASGIResponse
 from litestar.types import Empty, Receive, Scope, Send
 from litestar.utils.scope.state import ScopeState
 
+from front.body import disconnected
+
 __all__ = ["EventStream"]
 
 
@@ -63,7 +65,7 @@ class _Relayed:
         if head:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
-            listening = asyncio.create_task(_disconnected(receive))
+            listening = asyncio.create_task(disconnected(receive))
             listening.add_done_callback(self._on_disconnect)
             try:
                 async with asyncio.timeout(None) as self._scope:
@@ -85,9 +87,3 @@ class _Relayed:
             listening.exception()  # a failed receive also means the client cannot be served
             if self._scope is not None:
                 self._scope.reschedule(-1.0)  # expire at once: cancels the body where it waits
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Return once the client has disconnected (the request body was read before)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass

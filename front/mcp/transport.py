@@ -36,7 +36,8 @@ from litestar import Request, Response, route
 from litestar.response import Stream
 
 from front.admission import admit
-from front.body import BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone, read_body
+from front.body import (BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone,
+                        read_body, while_connected)
 from front.mcp import protocol as p
 from front.mcp.dispatch import Failure, Reply, dispatch, tool_error, tool_result
 from front.mcp.inbound import (
@@ -48,7 +49,7 @@ from front.relay import MARGIN_SECONDS, START_SECONDS, Final, KeepAlive, Progres
     stop_job
 from front.resources import Resources
 from front.sse import EventStream
-from front.shedding import RETRY_AFTER_SECONDS
+from front.shedding import RETRY_AFTER_SECONDS, waiting
 from shared.auth.keys import Principal
 from shared.errors import ErrorCode, PylotaError, dependency_failure
 from shared.events import inflight_key, queue_name
@@ -160,6 +161,14 @@ async def _relay_job(res: Resources, route_: Route, job: Job, request_id: str, s
         with contextlib.suppress(Exception):  # it expires anyway
             await res.redis.delete(inflight)
         job.finish(outcome, error_code)  # type: ignore[arg-type]
+
+
+async def _last(frames: AsyncIterator[Any]) -> Any:
+    """The last of ``frames`` (None when there is none)."""
+    last = None
+    async for last in frames:
+        pass
+    return last
 
 
 def _progress(route_: Route, progress: float, total: float | None, message: str | None
@@ -302,9 +311,8 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, prompts: Seque
         if accepts_sse:
             fields["streaming"] = True
             return _stream(frames)  # type: ignore[arg-type]
-        final = None
-        async for final in frames:
-            pass
+        waiting(request.scope)
+        final = await while_connected(request.receive, _last(frames))
         if final is None:  # cancelled by the caller: no JSON-RPC response is owed
             return Response(content=b"", status_code=202)
         return _json(final)

@@ -29,13 +29,15 @@ import msgspec
 from litestar import Request, Response, get, route
 
 from front.admission import admit
-from front.body import BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone, read_body
+from front.body import (BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone,
+                        read_body, while_connected)
 from front.mcp.inbound import MAX_BODY_BYTES
 from front.relay import Final, KeepAlive, Progress, follow
 from front.resources import Resources
 from front.rest.errors import error_response
 from front.rest.endpoints import REST_ROUTES, RestRoute
 from front.rest.openapi import openapi_document
+from front.shedding import waiting
 from front.sse import EventStream
 from shared.auth.permissions import Permission
 from shared.errors import ErrorCode, PylotaError, dependency_failure, invalid
@@ -196,7 +198,8 @@ async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[
         return EventStream(_sse(res, outcome, request_id), status_code=200,
                       media_type="text/event-stream",  # Litestar adds the charset
                       headers={**_SSE_HEADERS, "x-request-id": request_id})
-    return await _long_poll(res, outcome, request_id)
+    waiting(request.scope)
+    return await while_connected(request.receive, _long_poll(res, outcome, request_id))
 
 
 Serve = Callable[[Request[Any, Any, Any], str, dict[str, Any]], Awaitable[Response[Any]]]

@@ -12,12 +12,13 @@ import subprocess
 import sys
 import time
 
+import httpx
 import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from shared.events import workers_key
-from tests.conftest import NAMESPACE, REDIS_URL, ROOT, running_front, settings_for
+from shared.events import queue_name, workers_key
+from tests.conftest import NAMESPACE, REDIS_URL, ROOT, running_front, running_worker, settings_for
 from tests.e2e.harness import sdk_client
 from tests.e2e.transport_kit import keyed_identity
 
@@ -92,3 +93,64 @@ async def test_with_no_worker_a_wait_is_refused_at_once(db_url, conn):
     assert result.is_error and envelope(result)["code"] == "unavailable"
     assert "No worker" in envelope(result)["message"]
     assert took < 2  # refused when asked, not after the 30 s or any deadline
+
+
+async def _leave_mid_wait(url: str, request: bytes) -> None:
+    """Send ``request`` on a raw connection, wait until its job is surely running, then go."""
+    host, port = url.removeprefix("http://").split("/")[0].split(":")
+    _, writer = await asyncio.open_connection(host, int(port))
+    writer.write(request)
+    await writer.drain()
+    await asyncio.sleep(1.0)
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_waits_answered_as_json_neither_hold_the_ceiling_nor_outlive_their_client(
+        db_url, conn, redis, capsys):
+    """A wait answered as JSON (a REST long poll, or MCP without SSE) costs the front next to
+    nothing, so it does not count against PM_MAX_IN_FLIGHT: three of them on a ceiling of 2
+    leave the front answering (before, every other request got 503 until they ended). And when
+    its client goes away, its job is stopped at once and its line says 499 ``client_closed``
+    (before, the wait ran out its seconds on a worker for nobody)."""
+    _, identity_id, _, token = await keyed_identity(conn, "desk@acme.example")
+    settings = settings_for(db_url, pm_max_in_flight=2)
+    auth = {"Authorization": f"Bearer {token}"}
+    queue = queue_name(settings.pm_namespace, "interactive")
+    async with running_front(settings) as url, running_worker(settings):
+        base = url.removesuffix("/mcp")
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            polls = []
+            for n in range(1, 4):  # each once the one before waits on its job
+                polls.append(asyncio.create_task(http.get(
+                    f"/v1/identities/{identity_id}/wait", params={"timeout": 3}, headers=auth)))
+                async with asyncio.timeout(10):
+                    while await redis.zcard(queue) < n:
+                        await asyncio.sleep(0.02)
+            meanwhile = await http.get("/v1/identities", headers=auth)
+            answered = await asyncio.gather(*polls)
+        assert meanwhile.status_code == 200, meanwhile.text
+        assert [r.status_code for r in answered] == [200] * 3
+        assert all(r.json()["timed_out"] for r in answered)
+
+        capsys.readouterr()
+        host = base.removeprefix("http://")
+        mcp = msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "mail_wait", "arguments": {"timeout_seconds": 30}}})
+        for request in (
+                f"GET /v1/identities/{identity_id}/wait?timeout=30 HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {token}\r\n\r\n".encode(),
+                f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nAccept: application/json\r\n"
+                f"MCP-Protocol-Version: 2025-11-25\r\n"
+                f"Content-Length: {len(mcp)}\r\n\r\n".encode() + mcp):
+            await _leave_mid_wait(url, request)
+            began = time.monotonic()
+            async with asyncio.timeout(5):
+                while await redis.zcard(queue):
+                    await asyncio.sleep(0.05)
+            assert time.monotonic() - began < 3, "the abandoned wait's job was not stopped"
+        lines = [msgspec.json.decode(line) for line in capsys.readouterr().err.splitlines()
+                 if line.startswith("{") and '"request"' in line]
+        assert [(line["status"], line.get("error_code")) for line in lines] == [
+            (499, "client_closed")] * 2
