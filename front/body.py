@@ -1,10 +1,11 @@
-"""Reading a request's body, for both surfaces: bounded in size and in time, and a client that
-closes its connection before the body is read told apart from a failure of ours (issue 9).
+"""A request's body and its client, for both surfaces: the body bounded in size and in time, and
+a client that goes away told apart from a failure of ours (issue 9).
 
 Litestar's own ``Request.stream`` raises its ``InternalServerException`` when the client goes
 away mid-body, which rendered and logged as our 500; :func:`read_body` reads the ASGI messages
 itself and raises :class:`ClientGone` instead, which the endpoints log with
-:data:`CLIENT_CLOSED_STATUS`.
+:data:`CLIENT_CLOSED_STATUS`. :func:`while_connected` does the same for a call answered as JSON
+once the body is read, and :func:`disconnected` is what both it and an SSE stream wait on.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any, TypeVar
 from litestar import Request
 from litestar.types import Receive
 
-T = TypeVar("T")
+__all__ = ["read_body", "while_connected", "disconnected", "BodyTooLarge", "ClientGone",
+           "BODY_READ_SECONDS", "CLIENT_CLOSED_STATUS"]
 
-__all__ = ["read_body", "while_connected", "disconnected", "BodyTooLarge", "ClientGone", "BODY_READ_SECONDS",
-           "CLIENT_CLOSED_STATUS"]
+T = TypeVar("T")
 
 #: Seconds the whole body may take to arrive (a client trickling it would otherwise hold a
 #: place under the in-flight ceiling for as long as it liked).
