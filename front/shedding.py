@@ -3,14 +3,17 @@
 A front that accepts every request queues them on its pool and its two cores without bound:
 under a burst, every caller waits longer and longer, and nothing else is served. The ASGI
 middleware :class:`Shedding` counts the requests this process is **working on** — from arrival
-until their response starts; a stream that has started answering (an SSE relay), or a request
-waiting for a worker's job to answer it as JSON (:func:`waiting`), no longer counts — and, past ``pm_max_in_flight``, answers 503 with ``Retry-After`` straight away, without
-reading the body: a JSON-RPC error (-32603, ``data`` the ``unavailable`` envelope, ``id: null``)
-on ``/mcp``, the REST error envelope elsewhere (spec section 2.4; DESIGN.md section 5.5). Each
-refusal writes its ``request`` log line.
+until their response starts, except while a body is slow to arrive; a stream that has
+started answering (an SSE relay), or a request waiting for a worker's job to answer it as JSON
+(:func:`waiting`), no longer counts — and, past ``pm_max_in_flight``, answers 503 with
+``Retry-After`` straight away, without reading the body: a JSON-RPC error (-32603, ``data`` the
+``unavailable`` envelope, ``id: null``) on ``/mcp``, the REST error envelope elsewhere (spec
+section 2.4; DESIGN.md section 5.5). Each refusal writes its ``request`` log line.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import msgspec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,6 +30,10 @@ log = get_logger("front.shedding")
 RETRY_AFTER_SECONDS = 1
 #: Where a request's scope holds the function that stops counting it (:func:`waiting`).
 _RELEASE = "pylota.shedding.release"
+#: Seconds a request may wait for more of its body before it stops counting until it arrives.
+SLOW_BODY_SECONDS = 0.5
+#: A request's states: counted, waiting past SLOW_BODY_SECONDS for its body (not counted), done.
+_COUNTED, _READING, _DONE = 0, 1, 2
 
 
 def _refusal(path: str, request_id: str) -> bytes:
@@ -63,13 +70,36 @@ class Shedding:
                      path=scope["path"], status=503, error_code="shed")
             return
         self.working += 1
-        counted = True
+        state = _COUNTED
 
         def release() -> None:
-            nonlocal counted
-            if counted:
-                counted = False
+            nonlocal state
+            if state == _COUNTED:
                 self.working -= 1
+            state = _DONE
+
+        def uncount() -> None:
+            nonlocal state
+            if state == _COUNTED:
+                state = _READING
+                self.working -= 1
+
+        async def receiving() -> Message:
+            # A client sending its body slowly costs the front nothing while it waits for it,
+            # so past SLOW_BODY_SECONDS it stops counting until its body arrives: counted, a
+            # hundred such clients with no key shed every other request for the 30 s each may
+            # take (found by an attack). A burst's bodies arrive within that, so it counts whole.
+            nonlocal state
+            if state != _COUNTED:
+                return await receive()
+            slow = asyncio.get_running_loop().call_later(SLOW_BODY_SECONDS, uncount)
+            try:
+                return await receive()
+            finally:
+                slow.cancel()
+                if state == _READING:
+                    state = _COUNTED
+                    self.working += 1
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -78,7 +108,7 @@ class Shedding:
 
         scope[_RELEASE] = release  # type: ignore[literal-required]
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receiving, sending)
         finally:
             release()
 

@@ -16,6 +16,7 @@ from arq.connections import ArqRedis
 from arq.jobs import Job
 
 from front import body
+from front.shedding import SLOW_BODY_SECONDS
 from front.mcp import protocol as p
 from front.mcp.inbound import ALLOW, MAX_BODY_BYTES
 from front.mcp import transport
@@ -122,6 +123,30 @@ async def test_a_client_leaving_mid_body_is_logged_as_gone_not_as_our_failure(st
     assert not any("exception" in line for line in lines)
     assert (await wire.http.get(f"{base}/v1/identities",
                                 headers={"authorization": f"Bearer {wire.token}"})).status_code == 200
+
+
+async def test_clients_sending_their_bodies_slowly_do_not_fill_the_in_flight_ceiling(db_url, conn):
+    """A request counts against PM_MAX_IN_FLIGHT once its body has arrived: before, a hundred
+    connections with no key, each sending its body a byte at a time, shed every other request
+    for the 30 s each may take (found by an attack)."""
+    *_, token = await keyed_identity(conn, "slow@acme.example")
+    async with running_front(settings_for(db_url, pm_max_in_flight=2)) as url, \
+            httpx.AsyncClient(timeout=30) as http:
+        host, port = url.removeprefix("http://").split("/")[0].split(":")
+        slow = []
+        for _ in range(5):
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: "
+                         f"application/json\r\nContent-Length: 100\r\n\r\n{{".encode())
+            await writer.drain()
+            slow.append(writer)
+        await asyncio.sleep(SLOW_BODY_SECONDS + 0.5)
+        wire = Wire(http, url, token)
+        response, messages = await wire.legacy("ping", id=1)
+        for writer in slow:
+            writer.close()
+    assert response.status_code == 200, response.text
+    assert messages == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
 
 
 async def test_options_is_204_without_a_cors_grant(stack):
