@@ -32,6 +32,7 @@ from typing import Any, Final as Constant
 import msgspec
 from arq.jobs import Job as ArqJob
 from arq.jobs import JobStatus
+from arq.constants import abort_jobs_ss
 
 from front.resources import Resources
 from front.watch import WorkerGone
@@ -76,6 +77,11 @@ class Final:
     value: dict[str, Any] | PylotaError
 
 
+#: Seconds an abort stays in arq's abort set: workers read it at every poll (0.5 s), and the
+#: longest job's deadline is far shorter, so an older one has done whatever it could.
+ABORT_KEEP_SECONDS: Constant = 120
+
+
 def _unavailable(message: str, fix: str = "Retry in a few seconds.") -> Final:
     return Final(PylotaError(ErrorCode.UNAVAILABLE, message, fix=fix))
 
@@ -112,6 +118,12 @@ async def stop_job(res: Resources, job_id: str, queue: str) -> None:
         await res.redis.zrem(queue, job_id)
     with contextlib.suppress(Exception):
         await ArqJob(job_id, res.arq, _queue_name=queue).abort(timeout=0)
+    with contextlib.suppress(Exception):
+        # arq's abort set is never pruned (its workers' pruning asks for entries from the
+        # future) and only the job's own worker takes an id out: a job stopped before a
+        # worker started it stayed there for good (found by an attack).
+        await res.redis.zremrangebyscore(abort_jobs_ss, "-inf",
+                                         (time.time() - ABORT_KEEP_SECONDS) * 1000)
     with contextlib.suppress(Exception):
         await publish_job_event(res.redis, job_id, JobEvent(kind="cancelled"))
 

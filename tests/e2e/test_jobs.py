@@ -13,10 +13,12 @@ import sys
 import time
 
 import httpx
+from arq.constants import abort_jobs_ss
 import msgspec
 import pytest
 from redis.asyncio import Redis
 
+from front.relay import ABORT_KEEP_SECONDS
 from shared.events import queue_name, workers_key
 from tests.conftest import NAMESPACE, REDIS_URL, ROOT, running_front, running_worker, settings_for
 from tests.e2e.harness import sdk_client
@@ -133,6 +135,10 @@ async def test_waits_answered_as_json_neither_hold_the_ceiling_nor_outlive_their
         assert [r.status_code for r in answered] == [200] * 3
         assert all(r.json()["timed_out"] for r in answered)
 
+        # arq never prunes its abort set: stopping a job prunes what is past ABORT_KEEP_SECONDS
+        stale, fresh = f"stale-{identity_id}", f"fresh-{identity_id}"
+        await redis.zadd(abort_jobs_ss, {stale: (time.time() - ABORT_KEEP_SECONDS - 1) * 1000,
+                                         fresh: time.time() * 1000})
         capsys.readouterr()
         host = base.removeprefix("http://")
         mcp = msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
@@ -150,6 +156,8 @@ async def test_waits_answered_as_json_neither_hold_the_ceiling_nor_outlive_their
                 while await redis.zcard(queue):
                     await asyncio.sleep(0.05)
             assert time.monotonic() - began < 3, "the abandoned wait's job was not stopped"
+        assert await redis.zscore(abort_jobs_ss, stale) is None
+        assert await redis.zrem(abort_jobs_ss, fresh) == 1
         lines = [msgspec.json.decode(line) for line in capsys.readouterr().err.splitlines()
                  if line.startswith("{") and '"request"' in line]
         assert [(line["status"], line.get("error_code")) for line in lines] == [
