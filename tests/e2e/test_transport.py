@@ -36,10 +36,16 @@ from tests.e2e.transport_kit import Wire, keyed_identity
 SECRET = "s3cr3t-planted-in-arguments"
 
 
+#: How long the reporter stays silent: many heartbeats (0.2 s), so that an event loop stalled by
+#: a loaded machine still sends a keep-alive before the next report (at 0.6 s, a CI run on a
+#: loaded machine once sent none).
+SILENT_SECONDS = 1.5
+
+
 async def slow_reporter(ctx: ToolContext, args: NoArgs) -> list[p.TextContent]:
     """Reports once, then stays silent past the test heartbeat, then answers."""
     await ctx.control.progress(1.0, 2.0, "first step")
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(SILENT_SECONDS)
     await ctx.control.progress(2.0, 2.0, None)
     return [p.TextContent(text="done")]
 
@@ -401,7 +407,7 @@ async def test_progress_streams_over_sse_echoing_the_tokens_json_type(stack, era
     assert all(type(n["params"]["progressToken"]) is type(token)
                and n["params"]["progressToken"] == token for n in notes)
     assert final["result"]["content"] == [{"type": "text", "text": "done"}]
-    # The call was silent for 0.6 s with a 0.2 s heartbeat.
+    # The call was silent for SILENT_SECONDS with a 0.2 s heartbeat.
     assert ": keep-alive" in response.text
 
 
