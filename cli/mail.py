@@ -43,7 +43,10 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
                paths: tuple[Path, ...]) -> None:
     """Import .eml files, mbox files (.mbox, .mbox.gz) and maildir folders, recursively."""
     async def work(settings: Settings) -> tuple[ImportSummary, str | None]:
-        conn = await connect(settings.database_url)
+        # A PostgreSQL that stops answering without closing the connection (a stalled network)
+        # would otherwise hold the import for ever (found by an attack).
+        conn = await connect(settings.database_url,
+                             command_timeout=settings.pm_db_statement_timeout_seconds or None)
         redis = Redis.from_url(settings.redis_url)
         bar = tqdm(unit="msg", desc="importing", file=sys.stderr, disable=no_progress,
                    dynamic_ncols=True)

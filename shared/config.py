@@ -48,7 +48,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_db_pool_size: int = 20
     #: Longest wait for a pooled PostgreSQL connection before a call is ``unavailable``.
     pm_db_acquire_seconds: float = 5.0
-    #: PostgreSQL statement_timeout of the front's and workers' connections (0: none).
+    #: PostgreSQL statement_timeout of the front's and workers' connections, and the longest
+    #: an import's statement may take (0: none).
     pm_db_statement_timeout_seconds: float = 20.0
     #: Connections in each process's Redis pool (a request waits at most 10 s for one).
     pm_redis_pool_size: int = 50

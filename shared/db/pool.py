@@ -171,14 +171,16 @@ async def open_database(dsn: str, *, size: int, acquire_seconds: float,
     return Database(pool, acquire_seconds=acquire_seconds)
 
 
-async def connect(dsn: str) -> asyncpg.Connection:
+async def connect(dsn: str, *, command_timeout: float | None = None) -> asyncpg.Connection:
     """Open one connection on ``dsn`` with the codecs (for the CLI and migrations).
+    ``command_timeout``: seconds a statement may take before it raises ``TimeoutError`` (None:
+    no limit), which also ends the wait on a PostgreSQL that stopped answering.
 
     Raises:
         PylotaError: ``unavailable`` when PostgreSQL cannot be reached.
     """
     try:
-        conn = await asyncpg.connect(dsn)
+        conn = await asyncpg.connect(dsn, command_timeout=command_timeout)
     except (OSError, asyncpg.PostgresError) as exc:
         raise PylotaError(ErrorCode.UNAVAILABLE, f"PostgreSQL is not reachable: {exc}",
                           fix="Check DATABASE_URL and that PostgreSQL is running.") from exc

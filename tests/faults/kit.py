@@ -114,13 +114,20 @@ class Relay:
         self._upstream = upstream_port
         self._writers: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, ConnectionError):
             while data := await reader.read(65536):
+                await self._flowing.wait()
                 writer.write(data)
                 await writer.drain()
         writer.close()
+
+    def stall(self) -> None:
+        """Stop passing bytes on, keeping every connection open (a stalled network)."""
+        self._flowing.clear()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -141,6 +148,7 @@ class Relay:
 
     async def cut(self) -> None:
         """Close every relayed connection and stop listening: connecting is refused."""
+        self._flowing.set()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

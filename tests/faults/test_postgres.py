@@ -20,6 +20,7 @@ import time
 from collections import Counter
 
 import msgspec
+import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.transport_kit import Wire, keyed_identity
@@ -200,24 +201,30 @@ async def test_every_connection_stuck_a_request_is_refused_within_the_acquire_ti
 IMPORT_ENDS_SECONDS = 30.0
 
 
+@pytest.mark.parametrize("loss", ["cut", "stalled"])
 async def test_an_import_that_loses_postgresql_says_so_and_a_rerun_completes_it(
-        db_url, conn, relay, tmp_path):
-    """``pylota import`` with PostgreSQL cut mid-way ends with a one-line error and exit status 1,
-    not a traceback (found by an attack); run again, it stores the rest, each message once."""
+        db_url, conn, relay, tmp_path, loss):
+    """``pylota import`` with PostgreSQL cut mid-way, or stalled (the connection kept open, no
+    byte passed on), ends with a one-line error and exit status 1, not a traceback nor a wait
+    for ever (found by an attack); run again, it stores the rest, each message once."""
     await keyed_identity(conn, "desk@acme.example")
     messages = 3000
     (tmp_path / "big.mbox").write_bytes(b"".join(
         b"From ann@x.example Mon Jan  1 00:00:00 2024\n"
         b"From: ann@x.example\nTo: desk@acme.example\nSubject: note %d\n"
         b"Message-ID: <n%d@x.example>\n\nbody of note %d\n\n" % (i, i, i) for i in range(messages)))
-    env = {"REDIS_URL": "redis://127.0.0.1:1/0", "PM_DKIM_VERIFY": "false", "PATH": "/usr/bin:/bin"}
+    env = {"REDIS_URL": "redis://127.0.0.1:1/0", "PM_DKIM_VERIFY": "false", "PATH": "/usr/bin:/bin",
+           "PM_DB_STATEMENT_TIMEOUT_SECONDS": "2"}
     argv = [sys.executable, "-m", "cli", "import", "--identity", "desk@acme.example",
             "--no-progress", "--json", str(tmp_path / "big.mbox")]
     running = await asyncio.create_subprocess_exec(
         *argv, env={**env, "DATABASE_URL": relay.dsn(db_url)}, cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     await eventually(lambda: _some_stored(conn), within=60, what="a first batch stored", every=0.02)
-    await relay.cut()
+    if loss == "cut":
+        await relay.cut()
+    else:
+        relay.stall()
     cut = time.monotonic()
     async with asyncio.timeout(IMPORT_ENDS_SECONDS):
         out, err = await running.communicate()
@@ -225,6 +232,7 @@ async def test_an_import_that_loses_postgresql_says_so_and_a_rerun_completes_it(
     assert running.returncode == 1, err.decode()[-2000:]
     assert "Traceback" not in err.decode(), err.decode()[-3000:]
     assert "error: PostgreSQL or Redis stopped answering" in err.decode()
+    await relay.cut()  # a stalled import's transaction ends with its connection
     stored = await conn.fetchval("SELECT count(*) FROM messages")
     assert 0 < stored < messages
 
