@@ -155,7 +155,8 @@ def embeddings_prepare() -> None:
             path = onnx_model(settings.pm_model_cache)
         except EmbedderUnavailable as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model cannot be built: {exc}",
-                              fix="Install the packages the README lists, or set PM_MODEL_CACHE.") from exc
+                              fix="Install the packages the README lists, or set PM_MODEL_CACHE.",
+                              retryable=False) from exc
         return f"{MODEL} {path}"
 
     click.echo(run(work))
@@ -174,7 +175,8 @@ def embeddings_backfill(identity: str | None, inline: bool) -> None:
                                      settings.pm_model_cache)
         except EmbedderUnavailable as exc:
             raise PylotaError(ErrorCode.UNAVAILABLE, f"The embedding model is unavailable: {exc}",
-                              fix="Install the packages the README lists, or set PM_EMBEDDER.") from exc
+                              fix="Install the packages the README lists, or set PM_EMBEDDER.",
+                              retryable=False) from exc
         if embedder is None:
             raise PylotaError(ErrorCode.INVALID_REQUEST, "PM_EMBEDDER is off: nothing to compute.",
                               fix="Set PM_EMBEDDER=onnx.")

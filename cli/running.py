@@ -25,7 +25,8 @@ _CLI_FIX = {
 }
 
 
-#: Exit status of a command that PostgreSQL or Redis failed mid-way: running it again may work.
+#: Exit status of a command that PostgreSQL or Redis failed (out of reach, or gone mid-way):
+#: running it again may work.
 EXIT_UNAVAILABLE = 1
 #: Exit status of a command refused for its input or settings.
 EXIT_REFUSED = 2
@@ -33,8 +34,8 @@ EXIT_REFUSED = 2
 
 def run(work: Callable[[Settings], Awaitable[T]]) -> T:
     """Run ``work(settings)``; on a settings or Pylota error print it and its fix and exit
-    :data:`EXIT_REFUSED`; when PostgreSQL or Redis goes away mid-way, say so (no traceback) and
-    exit :data:`EXIT_UNAVAILABLE`."""
+    :data:`EXIT_REFUSED`; when PostgreSQL or Redis cannot be reached or goes away mid-way, say
+    so (no traceback) and exit :data:`EXIT_UNAVAILABLE`."""
     try:
         settings = Settings.from_env()
         # JSON lines on stderr: stdout carries only what the command prints (--json is JSON).
@@ -44,6 +45,8 @@ def run(work: Callable[[Settings], Awaitable[T]]) -> T:
         click.echo(f"error: {exc}", err=True)
     except PylotaError as exc:
         click.echo(f"error: {exc.message}\nfix: {_CLI_FIX.get(exc.code, exc.fix)}", err=True)
+        if exc.code is ErrorCode.UNAVAILABLE and exc.retryable:
+            sys.exit(EXIT_UNAVAILABLE)
     except Exception as exc:
         if dependency_failure(exc) is None:
             raise

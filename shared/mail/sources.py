@@ -92,7 +92,7 @@ def iter_sources(paths: list[Path], *, mboxrd: bool = True) -> Iterator[SourceIt
         if path.is_dir():
             yield from _walk(path, mboxrd=mboxrd, visited=visited)
         else:
-            yield from _read_file(path, mboxrd=mboxrd)
+            yield from _read_path(path, mboxrd=mboxrd)
 
 
 def _walk(directory: Path, *, mboxrd: bool, visited: set[Path]) -> Iterator[SourceItem]:
@@ -111,11 +111,19 @@ def _walk(directory: Path, *, mboxrd: bool, visited: set[Path]) -> Iterator[Sour
         if entry.is_dir():
             if not (is_maildir and entry.name == "tmp"):
                 yield from _walk(entry, mboxrd=mboxrd, visited=visited)
-        elif entry.is_file():
-            yield from _read_file(entry, mboxrd=mboxrd)
         else:
-            # Opening a FIFO would block the import for ever; devices and sockets are not mail.
-            yield SourceItem(str(entry), None, "not a regular file")
+            yield from _read_path(entry, mboxrd=mboxrd)
+
+
+def _read_path(path: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
+    if path.is_file():
+        yield from _read_file(path, mboxrd=mboxrd)
+    elif path.exists():
+        # Opening a FIFO would block the import for ever, /dev/zero would fill the memory;
+        # devices and sockets are not mail (named on the command line too: found by an attack).
+        yield SourceItem(str(path), None, "not a regular file")
+    else:
+        yield SourceItem(str(path), None, "unreadable: No such file or directory")
 
 
 def _read_file(path: Path, *, mboxrd: bool) -> Iterator[SourceItem]:

@@ -69,6 +69,10 @@ def test_errors_name_the_field_and_the_fix(db_url):
     assert "--permissions" in perms.stderr and "messages:read" in perms.stderr
     assert perms.stdout == ""
 
+    # PostgreSQL out of reach is no fault of the input: exit 1, as when it goes away mid-way.
+    down = pylota("postgresql://postgres@127.0.0.1:1/none", "tenants", "create", "Later")
+    assert down.returncode == 1 and "PostgreSQL is not reachable" in down.stderr
+
 
 def test_import_reports_an_unknown_identity(db_url, tmp_path):
     eml = tmp_path / "one.eml"

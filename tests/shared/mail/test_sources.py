@@ -94,6 +94,16 @@ def test_not_mail_and_unreadable_become_problems(tmp_path: Path, fixtures: Path)
     assert items[3] == SourceItem(str(empty), None, "empty file")
 
 
+def test_a_fifo_or_device_named_directly_is_not_read(tmp_path: Path) -> None:
+    """Named on the command line, a FIFO blocked the import for ever and /dev/zero filled the
+    memory; they were refused only inside a folder (found by an attack)."""
+    fifo = tmp_path / "pipe.eml"
+    os.mkfifo(fifo)
+    items = list(iter_sources([fifo, Path("/dev/zero")]))
+    assert [(item.origin, item.problem) for item in items] == [
+        (str(fifo), "not a regular file"), ("/dev/zero", "not a regular file")]
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
 def test_unreadable_file_is_a_problem(tmp_path: Path) -> None:
     path = tmp_path / "secret.eml"
