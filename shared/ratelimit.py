@@ -10,8 +10,10 @@ for the call and one for each of its calls waiting meanwhile, and, when its last
 as many more as it made calls in :data:`LEASE_SECONDS` at its recent rate; at most
 :data:`MAX_LEASE` and at most a :data:`LEASE_SHARE`-th of the bucket. The rate is measured over
 windows of at least :data:`LEASE_SECONDS` (one lease of a fast key lasts a few milliseconds, and
-a rate over less is noise), and only a window the key kept calling through counts: one longer than
-twice that held a pause, and gives no rate. The units are charged in
+a rate over less is noise), and only two windows in a row that the key kept calling through
+count (a window longer than twice that held a pause): the units a lease takes ahead are dropped
+when the key stops, and a burst of calls shorter than two windows then wasted up to a lease of
+its budget each time (found by an attack: a third of a 600-a-minute budget). The units are charged in
 Redis when taken, so every front together still never lets more calls through than the limit;
 units a front has not spent within :data:`LEASE_HOLD_SECONDS` are dropped (they are held longer
 than they are sized for, so that calls a busy event loop resumes late still find them), which
@@ -67,7 +69,9 @@ class _Lease:
     #: Calls of the key since :attr:`since`, the window its next :attr:`rate` is measured over.
     calls: int = 0
     since: float = 0.0
-    #: Calls a second over the last window that closed (0 when that window held a pause).
+    #: Calls a second over the last window that closed (0 when it held a pause).
+    last_rate: float = 0.0
+    #: The rate leases are sized by: :attr:`last_rate` when the window before it had one too.
     rate: float = 0.0
     #: Calls waiting for the lease being taken now (:attr:`taking`, True once it is taken).
     waiting: int = 0
@@ -131,8 +135,10 @@ class RateLimits:
             taking = lease.taking = asyncio.get_running_loop().create_future()
         elapsed = now - lease.since
         if elapsed >= LEASE_SECONDS:
-            lease.rate = lease.calls / elapsed if elapsed < 2 * LEASE_SECONDS else 0.0
-            lease.calls, lease.since = 0, now
+            rate = lease.calls / elapsed if elapsed < 2 * LEASE_SECONDS else 0.0
+            # Two windows in a row: a burst shorter than that wastes nothing at its end.
+            lease.rate = rate if rate and lease.last_rate else 0.0
+            lease.last_rate, lease.calls, lease.since = rate, 0, now
         units = 0
         try:
             units = await self._take(item, bucket, key_id, self._lease_size(item, lease))
