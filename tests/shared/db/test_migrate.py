@@ -53,6 +53,6 @@ async def test_migrate_creates_a_missing_database_from_the_cli():
 
 def test_migrate_names_the_problem_when_postgres_is_unreachable():
     done = pylota("postgresql://postgres@127.0.0.1:1/nothing", "migrate")
-    assert done.returncode == 2
+    assert done.returncode == 1  # out of reach: running it again may work (cli.running)
     assert "PostgreSQL is not reachable" in done.stderr
     assert "fix: Check DATABASE_URL" in done.stderr
