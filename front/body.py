@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 from litestar import Request
 from litestar.types import Receive
 
+from front.shedding import slow_body
+
 __all__ = ["read_body", "while_connected", "disconnected", "BodyTooLarge", "ClientGone",
            "BODY_READ_SECONDS", "CLIENT_CLOSED_STATUS"]
 
@@ -49,18 +51,19 @@ async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
     """
     chunks: list[bytes] = []
     size = 0
-    async with asyncio.timeout(BODY_READ_SECONDS):
-        while True:
-            message = await request.receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+    with slow_body(request.scope):
+        async with asyncio.timeout(BODY_READ_SECONDS):
+            while True:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
 
 
 async def while_connected(receive: Receive, work: Coroutine[Any, Any, T]) -> T:

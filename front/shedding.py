@@ -14,6 +14,8 @@ section 2.4; DESIGN.md section 5.5). Each refusal writes its ``request`` log lin
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 
 import msgspec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,17 +24,18 @@ from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.logs import get_logger
 
-__all__ = ["Shedding", "waiting", "RETRY_AFTER_SECONDS"]
+__all__ = ["Shedding", "waiting", "slow_body", "RETRY_AFTER_SECONDS", "SLOW_BODY_SECONDS"]
 
 log = get_logger("front.shedding")
 
 #: ``Retry-After`` of a shed request: one second is about how long a burst takes to drain.
 RETRY_AFTER_SECONDS = 1
-#: Where a request's scope holds the function that stops counting it (:func:`waiting`).
-_RELEASE = "pylota.shedding.release"
+#: Where a request's scope holds its :class:`_Slot`.
+_SLOT = "pylota.shedding.slot"
 #: Seconds a request may wait for more of its body before it stops counting until it arrives.
 SLOW_BODY_SECONDS = 0.5
-#: A request's states: counted, waiting past SLOW_BODY_SECONDS for its body (not counted), done.
+#: A request's states: counted, waiting past SLOW_BODY_SECONDS for its body (not counted),
+#: released.
 _COUNTED, _READING, _DONE = 0, 1, 2
 
 
@@ -69,54 +72,70 @@ class Shedding:
             log.info("request", request_id=request_id, http_method=scope.get("method"),
                      path=scope["path"], status=503, error_code="shed")
             return
-        self.working += 1
-        state = _COUNTED
-
-        def release() -> None:
-            nonlocal state
-            if state == _COUNTED:
-                self.working -= 1
-            state = _DONE
-
-        def uncount() -> None:
-            nonlocal state
-            if state == _COUNTED:
-                state = _READING
-                self.working -= 1
-
-        async def receiving() -> Message:
-            # A client sending its body slowly costs the front nothing while it waits for it,
-            # so past SLOW_BODY_SECONDS it stops counting until its body arrives: counted, a
-            # hundred such clients with no key shed every other request for the 30 s each may
-            # take (found by an attack). A burst's bodies arrive within that, so it counts whole.
-            nonlocal state
-            if state != _COUNTED:
-                return await receive()
-            slow = asyncio.get_running_loop().call_later(SLOW_BODY_SECONDS, uncount)
-            try:
-                return await receive()
-            finally:
-                slow.cancel()
-                if state == _READING:
-                    state = _COUNTED
-                    self.working += 1
+        slot = _Slot(self)
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
-                release()
+                slot.release()
             await send(message)
 
-        scope[_RELEASE] = release  # type: ignore[literal-required]
+        scope[_SLOT] = slot  # type: ignore[literal-required]
         try:
-            await self.app(scope, receiving, sending)
+            await self.app(scope, receive, sending)
         finally:
-            release()
+            slot.release()
+
+
+class _Slot:
+    """One request's place under the ceiling: counted, paused while its body is slow to arrive
+    (:func:`slow_body`), or released. A small object rather than closures, since an open stream
+    holds it for as long as it lives (issue 14's memory per stream)."""
+
+    __slots__ = ("_shedding", "_state")
+
+    def __init__(self, shedding: Shedding) -> None:
+        self._shedding = shedding
+        self._state = _COUNTED
+        shedding.working += 1
+
+    def release(self) -> None:
+        if self._state == _COUNTED:
+            self._shedding.working -= 1
+        self._state = _DONE
+
+    def pause(self) -> None:
+        if self._state == _COUNTED:
+            self._state = _READING
+            self._shedding.working -= 1
+
+    def resume(self) -> None:
+        if self._state == _READING:
+            self._state = _COUNTED
+            self._shedding.working += 1
+
+
+@contextlib.contextmanager
+def slow_body(scope: Scope) -> Iterator[None]:
+    """Around the reading of a request's body: past :data:`SLOW_BODY_SECONDS` the request stops
+    counting until its body has arrived. A client sending its body slowly costs the front
+    nothing while it waits; counted, a hundred such clients with no key shed every other request
+    for the 30 s each may take (found by an attack). A burst's bodies arrive within that."""
+    slot = scope.get(_SLOT)
+    if slot is None:
+        yield
+        return
+    slow = asyncio.get_running_loop().call_later(SLOW_BODY_SECONDS, slot.pause)
+    try:
+        yield
+    finally:
+        slow.cancel()
+        slot.resume()
 
 
 def waiting(scope: Scope) -> None:
     """Stop counting this request as work in progress: it now waits for a worker's job (a long
     poll, or a job answered as JSON), which costs the front next to nothing for up to a minute.
     Counted, 100 such waits would have shed every other request until they ended."""
-    release = scope.get(_RELEASE)
-    if release is not None:
-        release()
+    slot = scope.get(_SLOT)
+    if slot is not None:
+        slot.release()
