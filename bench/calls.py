@@ -87,10 +87,16 @@ def _tool_load(tool: str, ids_file: Path, queries_file: Path) -> tuple[dict[str,
 def _spy(out: Path, pid: int, name: str, seconds: float) -> subprocess.Popen[bytes]:
     """py-spy recording ``pid`` for ``seconds`` (started now, with the load's warm-up)."""
     out.mkdir(parents=True, exist_ok=True)
-    exe = os.environ.get("PY_SPY") or shutil.which("py-spy") or "py-spy"
-    return subprocess.Popen([exe, "record", "-p", str(pid), "-d", str(max(1, int(seconds))),
+    return subprocess.Popen([str(_py_spy()), "record", "-p", str(pid),
+                             "-d", str(max(1, int(seconds))),
                              "-r", "250", "-f", "raw", "-o", str(out / f"{name}.txt")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _py_spy() -> str | None:
+    """py-spy's path: ``$PY_SPY``, on ``PATH``, or beside this Python (a virtualenv's bin)."""
+    return os.environ.get("PY_SPY") or shutil.which("py-spy") or shutil.which(
+        "py-spy", path=str(Path(sys.executable).parent))
 
 
 # --- round trips per call, in-process ---------------------------------------------------------
@@ -227,6 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     eras = args.eras.split(",")
     tools = args.tools.split(",")
+    if args.py_spy and _py_spy() is None:
+        parser.error("--py-spy needs py-spy: pip install py-spy (or set PY_SPY to its path)")
     print(f"bench.calls: {machine()}", flush=True)
     maildir = sa_maildir(args.kit, args.messages)
     work = Path(tempfile.mkdtemp(prefix="pylota-bench-calls-"))
