@@ -93,6 +93,12 @@ def _call_job(spec: JobSpec) -> Callable[..., Awaitable[dict[str, Any] | None]]:
             log.info("job", job=spec.name, job_id=job_id, outcome="cancelled",
                      duration_ms=round((time.monotonic() - started) * 1000, 1))
             return None
+        except asyncio.CancelledError:
+            # arq's abort (the front stopping a job it gave up on) or the worker shutting down:
+            # arq must see the cancellation, and the job still leaves its line.
+            log.info("job", job=spec.name, job_id=job_id, outcome="aborted",
+                     duration_ms=round((time.monotonic() - started) * 1000, 1))
+            raise
         except TimeoutError:
             error = PylotaError(ErrorCode.UNAVAILABLE,
                                 f"The job did not finish within {seconds:g} s.")

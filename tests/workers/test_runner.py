@@ -14,6 +14,7 @@ from shared.deepsearch import BuiltinBackend
 from shared.events import (JOB_DEEP_SEARCH, JOB_EMBED, JOB_MAIL_WAIT, JobEvent, cancel_key,
                            job_channel, new_mail_channel, queue_name, workers_key)
 from shared.jobs import DEADLINE_GRACE_SECONDS, JOBS, JobEnv, JobSpec
+from shared.logs import configure
 from shared.pubsub import Subscriptions
 from shared.search.semantic import SemanticEngine
 from tests.conftest import NAMESPACE, database, settings_for
@@ -126,6 +127,26 @@ async def test_a_cancelled_job_stops_at_its_checkpoint_and_publishes_nothing_mor
     assert [e.kind for e in events] == ["started", "progress"]
     with pytest.raises(Stopped):
         await JobControl(env, job_id, 5).checkpoint()
+
+
+async def test_a_job_aborted_from_outside_still_writes_its_job_line(env, redis, capsys):
+    """arq's abort (the front stopping a job a worker already runs) and a worker's shutdown
+    cancel the job's task: the job still writes its ``job`` line, with no argument in it, and
+    the cancellation goes on to arq (before, such a job left no line at all)."""
+    configure("info")  # JSON lines on stderr, as a worker process writes them
+    job_id = f"req_test_aborted_{id(env)}"
+    task = asyncio.create_task(_call_job(SPEC)({"env": env, "worker_id": "w1"}, job_id,
+                                               msgspec.json.encode(Payload("slow")), 5))
+    await asyncio.sleep(0.3)
+    capsys.readouterr()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    lines = [msgspec.json.decode(line) for line in capsys.readouterr().err.splitlines()
+             if line.startswith("{")]
+    assert [(line["event"], line["job_id"], line["outcome"]) for line in lines] == [
+        ("job", job_id, "aborted")]
+    assert "slow" not in str(lines) and lines[0]["duration_ms"] >= 300
 
 
 async def test_drain_ticks_never_pile_up_behind_a_busy_worker(db_url, redis):
