@@ -187,6 +187,22 @@ async def test_a_key_without_the_permission_gets_permission_denied(demo, conn):
     assert "search:read" in refused.json()["error"]["fix"]
 
 
+async def test_a_browser_page_elsewhere_cannot_call_the_rest_api(demo):
+    """The REST API does not check ``Origin`` (README, PM_API_HOST): it needs a key in the
+    ``Authorization`` header, which a browser adds to a cross-origin request only after a CORS
+    preflight allows it, and no preflight is ever allowed."""
+    path = f"/v1/identities/{demo['identity_id']}/search"
+    preflight = await demo["http"].options(path, headers={
+        "Origin": "https://evil.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type"})
+    assert not any(name.lower().startswith("access-control-allow-")
+                   for name in preflight.headers), preflight.headers
+    # without the key a browser could send by itself, nothing is answered
+    bare = await demo["http"].post(path, json={"q": "invoice"},
+                                   headers={"Origin": "https://evil.example"})
+    assert bare.status_code == 401 and "access-control-allow-origin" not in bare.headers
+
+
 async def test_the_rest_status_filter_also_lists_identities_being_deleted(demo, conn):
     """Spec section 4.3, mail_list_identities: the tool's status enum offers active and paused,
     and "the REST filter also accepts deleting and deleted" (it was a 400: found by an attack).
