@@ -3,6 +3,8 @@
 Files are ``migrations/NNNN_name.sql``. Each runs in its own transaction together with its row in
 ``schema_migrations``; the session-level advisory lock makes two ``pylota migrate`` processes
 started at once apply each file exactly once (the second waits, then finds nothing to do).
+Numbers need not be contiguous and are never reused: there is no 12 (the number went to work that
+never landed), and a database records the numbers it applied.
 """
 
 from __future__ import annotations

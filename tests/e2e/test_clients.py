@@ -12,13 +12,18 @@ here, so a client that silently got nothing fails.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
 import shutil
+import sys
 
 import pytest
 
 from front.mcp.protocol import LEGACY_DEFAULT, MODERN_VERSION
 from shared import guide
+from shared.ingest.importer import import_paths
 from shared.tools.registry import TOOLS
 from tests.conftest import running_front, settings_for
 from tests.e2e.harness import sdk_client
@@ -90,3 +95,22 @@ async def test_inspector_cli_lists_tools_and_calls_one(served, era, js):
                                     "--tool-args-json", "{}", timeout=90)
     assert code == 0, err
     assert_lists_the_identity(json.loads(out)["result"]["structuredContent"], identity_id)
+
+
+async def test_the_readmes_python_example_runs_as_written(served, conn, tmp_path):
+    """The README's Python client example, run as a user would (its own process, the key in
+    ``KEY``), against the demo mailbox: it prints the subject of the first hit."""
+    url, token, identity_id = served
+    summary = await import_paths(conn, None, identity_id, [ROOT / "demo" / "brightwell.mbox"])
+    assert summary.imported > 5
+    readme = (ROOT / "README.md").read_text()
+    [example] = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert "http://127.0.0.1:8000/mcp" in example
+    script = tmp_path / "example.py"
+    script.write_text(example.replace("http://127.0.0.1:8000/mcp", url))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), env={**os.environ, "KEY": token},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert "Invoice INV-77120" in out.decode()
