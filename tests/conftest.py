@@ -34,6 +34,9 @@ hypothesis.settings.register_profile("pylota", deadline=None)
 hypothesis.settings.load_profile("pylota")
 ADMIN_DSN = os.environ.get("PYLOTA_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PYLOTA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+#: Every database a test makes is named ``{prefix}_{kind}_{random}``, so a run can share a server
+#: with databases it must never touch.
+DB_PREFIX = os.environ.get("PYLOTA_TEST_DB_PREFIX", "pylota")
 #: Queues of this test run: a worker of another run or deployment on the same Redis never
 #: takes its jobs.
 NAMESPACE = f"pylota-test-{uuid.uuid4().hex[:8]}"
@@ -54,6 +57,11 @@ def kit() -> Path:
     return path
 
 
+def new_db_name(kind: str) -> str:
+    """A new database name of this run: :data:`DB_PREFIX`, ``kind`` and 12 random hex digits."""
+    return f"{DB_PREFIX}_{kind}_{uuid.uuid4().hex[:12]}"
+
+
 def _dsn(name: str) -> str:
     return ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
 
@@ -61,7 +69,7 @@ def _dsn(name: str) -> str:
 @pytest.fixture(scope="session")
 async def template_db() -> AsyncIterator[str]:
     """A migrated database used as the template of every test database."""
-    name = f"pylota_tpl_{uuid.uuid4().hex[:12]}"
+    name = new_db_name("tpl")
     admin = await asyncpg.connect(ADMIN_DSN)
     await admin.execute(f'CREATE DATABASE "{name}"')
     conn = await connect(_dsn(name))
@@ -75,7 +83,7 @@ async def template_db() -> AsyncIterator[str]:
 
 
 async def _fresh_db(template: str) -> tuple[str, str]:
-    name = f"pylota_t_{uuid.uuid4().hex[:12]}"
+    name = new_db_name("t")
     admin = await asyncpg.connect(ADMIN_DSN)
     try:
         await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import asyncpg
 
 from shared.db import connect, ensure_database, migrate
 from shared.db.migrate import available
-from tests.conftest import ADMIN_DSN, _drop_db, _dsn
+from tests.conftest import ADMIN_DSN, _drop_db, _dsn, new_db_name
 from tests.e2e.harness import pylota
 
 
 async def test_two_processes_migrate_an_empty_database_once():
-    name = f"pylota_m_{uuid.uuid4().hex[:12]}"
+    name = new_db_name("m")
     dsn = _dsn(name)
     try:
         assert await ensure_database(dsn) is True
@@ -38,7 +37,7 @@ async def test_two_processes_migrate_an_empty_database_once():
 
 
 async def test_migrate_creates_a_missing_database_from_the_cli():
-    name = f"pylota_m_{uuid.uuid4().hex[:12]}"
+    name = new_db_name("m")
     try:
         done = pylota(_dsn(name), "migrate")
         assert done.returncode == 0, done.stderr

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
 
 from shared.db import connect, migrate
-from tests.conftest import _drop_db, _fresh_db
+from tests.conftest import _drop_db, _fresh_db, new_db_name
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +41,7 @@ _TEMPLATES: dict[str, str] = {}
 
 async def _template(admin_dsn: str) -> str:
     if admin_dsn not in _TEMPLATES:
-        name = f"tpl_{uuid.uuid4().hex[:8]}"
+        name = new_db_name("vtpl")
         admin = await asyncpg.connect(admin_dsn)
         await admin.execute(f'CREATE DATABASE "{name}"')
         await admin.close()
@@ -63,7 +62,7 @@ async def backend_url(request: pytest.FixtureRequest, template_db: str) -> Async
         await _drop_db(name)
         return
     admin_dsn = request.getfixturevalue("embedded_pg")
-    name = f"t_{uuid.uuid4().hex[:8]}"
+    name = new_db_name("vt")
     admin = await asyncpg.connect(admin_dsn)
     await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{await _template(admin_dsn)}"')
     try:

@@ -18,7 +18,7 @@ from shared.embeddings.store import (MAX_CHUNKS, coverage, embed_pending, enqueu
                                      similarities, vectors_of)
 from shared.ingest.pipeline import ingest_raw
 from shared.tenancy.store import create_identity, create_tenant
-from tests.conftest import _drop_db, _dsn
+from tests.conftest import _drop_db, _dsn, new_db_name
 from tests.shared.search.conftest import mail
 
 FILLER = " ".join(f"filler{i}" for i in range(300))  # every word once: no word outweighs the end
@@ -96,7 +96,7 @@ async def test_a_filter_keeps_one_result_per_message(backend_url) -> None:
 async def test_migration_0013_keeps_old_vectors_and_queues_long_mail(template_db) -> None:
     """A database without migration 0013, with one vector per message: after 0013 those rows are
     chunk 0 and searchable, and the long messages are queued to get their other chunks."""
-    name = f"t_mig_{np.random.default_rng().integers(1 << 30)}"
+    name = new_db_name("mig")
     admin = await asyncpg.connect(_dsn("postgres"))
     await admin.execute(f'CREATE DATABASE "{name}"')
     await admin.close()

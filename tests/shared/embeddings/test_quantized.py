@@ -22,7 +22,7 @@ from shared.embeddings.quantized import (MIN_COSINE, MODEL, SHIPPED_MODEL, cache
 from shared.embeddings.store import chunk_texts, coverage, embed_pending, progress
 from shared.ingest.pipeline import ingest_raw
 from shared.tenancy.store import create_identity, create_tenant
-from tests.conftest import _drop_db, _dsn, running_worker, settings_for
+from tests.conftest import _drop_db, _dsn, new_db_name, running_worker, settings_for
 from tests.shared.search.conftest import mail
 
 pytest.importorskip("onnxruntime")
@@ -153,7 +153,7 @@ async def test_migration_0017_queues_the_old_models_mail_for_the_new_one(templat
     shipped model's messages only; draining the queue replaces every chunk with the new model's,
     and the status counts them as it goes."""
     ours, shipped = models
-    name = f"t_mig17_{np.random.default_rng().integers(1 << 30)}"
+    name = new_db_name("mig17")
     admin = await asyncpg.connect(_dsn("postgres"))
     await admin.execute(f'CREATE DATABASE "{name}"')
     await admin.close()
