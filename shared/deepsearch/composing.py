@@ -15,7 +15,9 @@ someone the part excludes ("apart from Alex, who …") is never chosen for it, n
 (``Part.head``), a sentence that does not mention X.
 
 Each chosen sentence becomes one answer sentence that says who wrote it and when, quotes it, and
-cites its message: ``Jeff Layton wrote on 22 June 2010: “Strong ACK”`` ``[msg_…]``. A very short
+cites its message: ``Jeff Layton wrote on 22 June 2010: “Strong ACK”`` ``[msg_…]``; for a "which
+X" part whose X only the message's subject names, the subject too ("… wrote on 23 September 2026
+under the subject Claim CLM-5531: damage to vehicle AB12 CDE: “Please send photos …”"). A very short
 sentence ("Good point.") is quoted with the one after it, and a very short one before the chosen
 sentence ("Apologies.") is quoted with it.
 
@@ -170,5 +172,9 @@ def claim_for(choice: Choice, time_zone: str) -> Claim:
     message = choice.candidate.message
     when = message.date.astimezone(ZoneInfo(time_zone))
     quote = choice.quote.replace("“", "\"").replace("”", "\"")
-    return Claim(text=f"{_sender(message)} wrote on {when.day} {when:%B %Y}: “{quote}”",
+    head = set(choice.part.head)
+    # "Which vehicle …": when only the subject names the vehicle, the answer must show it.
+    under = f" under the subject {message.subject.strip()}" if head and not head & set(
+        content_words(choice.quote)) and head & set(content_words(message.subject)) else ""
+    return Claim(text=f"{_sender(message)} wrote on {when.day} {when:%B %Y}{under}: “{quote}”",
                  cites=(message.id,))

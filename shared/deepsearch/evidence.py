@@ -16,7 +16,9 @@ A sentence's score for a part blends (weights in :data:`WEIGHTS`):
   it?", the person the question's statements are about), half for whose thing it is
   ("Ingmar's patch");
 - ``shape``: a how-many part wants a number the question does not hold, best right before the
-  unit asked about ("4604 lines"); a who part likes a sentence that names someone other than its
+  unit asked about ("4604 lines"), and "how much" a sum of money ("GBP 4,812.50"); the number of
+  a code ("INV-77120") is no quantity; a when part likes a sentence holding a date or a time
+  ("payable by 3 October 2026"); a who part likes a sentence that names someone other than its
   sender, or an ``Acked-by:``-style trailer; a part asking what someone proposed likes a
   sentence written as a proposal ("Would a tuple … be a better choice?").
 
@@ -60,7 +62,23 @@ EMBEDDED_CHARS = 120
 EMBED_BATCH = 16
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?![\w])")
+#: A quantity: digits not inside a word or after a decimal point, nor the number of a code such
+#: as ``INV-77120`` (letters and a dash before it).
+_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)\d[\d,]*(?![\w])")
+#: A sum of money: a currency sign or code before the number, or a currency after it.
+_MONEY = re.compile(r"(?:[£$€¥]|\b(?:GBP|USD|EUR|CHF|JPY|CAD|AUD)\b)\s?\d|\d(?:[\d,]*\.\d\d)?"
+                    r"\s?(?:GBP|USD|EUR|CHF|pounds?|dollars?|euros?)\b", re.IGNORECASE)
+_HOW_MUCH = re.compile(r"\bhow\s+much\b", re.IGNORECASE)
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+#: A date or a time: "3 October 2026", "October 3", "2026-10-03", "03/10/2026", a weekday,
+#: "tomorrow", "end of the month", "10:30", "5pm".
+_DATE = re.compile(
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b|\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
+    rf"|\b{_MONTH}\s+\d{{4}}\b|\b\d{{4}}-\d\d-\d\d\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b"
+    r"|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:today|tomorrow|tonight|yesterday)\b"
+    r"|\bend\s+of\s+(?:the\s+)?(?:day|week|month|year)\b|\b\d{1,2}:\d\d\b|\b\d{1,2}\s?[ap]m\b",
+    re.IGNORECASE)
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,13 +160,19 @@ def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: se
            proposing: bool) -> float:
     if proposing and part.kind in ("what", "which") and _PROPOSAL.search(sentence):
         return 2.0  # the form of the answer itself, a stronger cue than a number or a name
+    much = part.kind == "how_many" and _HOW_MUCH.search(part.text) is not None
+    if much and _MONEY.search(sentence):
+        return 2.0  # "how much is the fine": a sum of money is the form of the answer itself
+    if part.kind == "when":
+        return 1.0 if _DATE.search(sentence) else 0.0
     if part.kind == "how_many":
         tokens = re.findall(r"[\w,]+", sentence)
         near_unit = any(_NUMBER.fullmatch(t) and t.replace(",", "") not in question_numbers
                         and any(stem(u) in part.focus for u in tokens[i + 1:i + 4])
                         for i, t in enumerate(tokens))
         numbers = {n.replace(",", "") for n in _NUMBER.findall(sentence)} - question_numbers
-        return 1.0 if near_unit else 0.3 if numbers else -1.0
+        # "how much" with neither money nor the unit asked about: a date's or a code's digits
+        return 1.0 if near_unit else -1.0 if not numbers else -0.5 if much else 0.3
     if part.kind == "who":
         sender = set(fold(message.from_name or "").split())
         named = any(not set(fold(m).split()) <= sender

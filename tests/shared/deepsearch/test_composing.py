@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import msgspec
+
+from shared.deepsearch.citations import supported
 from shared.deepsearch.composing import choose, claim_for
 from shared.deepsearch.evidence import Candidate, Ranking
 from shared.deepsearch.question import analyse
@@ -92,3 +95,24 @@ def test_excluded_people_and_which_classes_are_never_the_answer() -> None:
     q = analyse("Which commit did the developers identify as the cause?")
     report = message(3, "Justin Mattock", "My bluetooth is not functioning with rc4.")
     assert choose(q, ranking([[(report, 0.9)]])) == []
+
+
+def test_a_which_answer_named_only_by_the_subject_shows_the_subject() -> None:
+    """"Which vehicle …": the chosen sentence does not name it, the subject does, so the answer
+    says the subject, and the citation check still passes it."""
+    claim_mail = msgspec.structs.replace(
+        message(1, "Harbour Claims", "Please send photos of the damage and the hire agreement."),
+        subject="Claim CLM-5531: damage to vehicle AB12 CDE")
+    q = analyse("Which vehicle was damaged in the claim?")
+    [chosen] = choose(q, ranking([[(claim_mail, 0.7)]]))
+    claim = claim_for(chosen, "UTC")
+    assert claim.text == ("Harbour Claims wrote on 22 June 2010 under the subject Claim CLM-5531: "
+                          "damage to vehicle AB12 CDE: “Please send photos of the damage and the "
+                          "hire agreement.”")
+    assert supported(claim, {claim_mail.id: claim_mail}, "UTC")
+    # a sentence that names the vehicle itself needs no subject
+    named = msgspec.structs.replace(
+        message(2, "Harbour Claims", "The vehicle AB12 CDE has a scratch on the rear door."),
+        subject="Claim CLM-5531: damage to vehicle AB12 CDE")
+    [chosen] = choose(q, ranking([[(named, 0.7)]]))
+    assert "under the subject" not in claim_for(chosen, "UTC").text

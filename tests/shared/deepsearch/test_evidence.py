@@ -1,0 +1,53 @@
+"""Evidence ranking (``shared.deepsearch.evidence``): the shape of the answer a part asks for,
+on hand-made messages, with a model that finds every sentence equally close to the question."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import numpy as np
+
+from shared.deepsearch.evidence import rank_evidence
+from shared.deepsearch.question import analyse
+from shared.deepsearch.reading import ReadMessage
+
+
+def _message(n: int, subject: str, text: str) -> ReadMessage:
+    return ReadMessage(id=f"msg_{n:026d}", thread_id=f"thr_{n:026d}",
+                       rfc_message_id=f"m{n}@example.org", in_reply_to=(), subject=subject,
+                       from_name="Accounts", from_address="accounts@example.org",
+                       date=datetime(2026, 9, 19, 9, 0, tzinfo=timezone.utc), own_text=text)
+
+
+async def _same_meaning(texts: Sequence[str]) -> np.ndarray:
+    return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+
+async def _go_on() -> None:
+    return None
+
+
+async def _best(question: str, *messages: ReadMessage) -> str:
+    ranking = await rank_evidence(analyse(question), messages, {}, _same_meaning, _go_on)
+    return ranking.by_part[0][0].sentence.text
+
+
+INVOICE = _message(1, "Invoice INV-77120 for September",
+                   "Please find attached invoice INV-77120 for fleet leasing in September.\n"
+                   "Amount due: GBP 4,812.50, payable by 3 October 2026.")
+PENALTY = _message(2, "Penalty charge notice PCN KT09917332",
+                   "A penalty charge notice KT09917332 was issued on 28 September 2026 at "
+                   "Station Road.\nPay GBP 35 within 14 days, or challenge it online.")
+
+
+async def test_how_much_is_answered_by_a_sum_of_money_not_by_a_code_or_a_date() -> None:
+    assert await _best("How much is the penalty?", PENALTY) == (
+        "Pay GBP 35 within 14 days, or challenge it online.")
+    assert await _best("How much is the September invoice?", INVOICE) == (
+        "Amount due: GBP 4,812.50, payable by 3 October 2026.")
+
+
+async def test_when_is_answered_by_a_sentence_holding_a_date() -> None:
+    assert await _best("When is the September invoice due?", INVOICE) == (
+        "Amount due: GBP 4,812.50, payable by 3 October 2026.")
