@@ -17,10 +17,11 @@ import idna
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError, invalid
+from shared.outbound.header_text import plain_text
 from shared.outbound.model import Recipient, RecipientItem
 
 __all__ = ["MAX_PER_LIST", "Mailbox", "mailbox_of", "recipients", "check_counts", "own_mailbox",
-           "domain_of", "plain_text", "shown_name"]
+           "domain_of", "shown_name"]
 
 #: Recipients per list (spec section 4.3: 50 at the provider, one kept for the journal copy).
 MAX_PER_LIST = 49
@@ -36,15 +37,6 @@ class Mailbox(msgspec.Struct, frozen=True, kw_only=True):
     def key(self) -> str:
         """The address compared case-insensitively (duplicates, own addresses)."""
         return self.address.lower()
-
-
-def plain_text(path: str, value: str) -> str:
-    """``value`` when it holds no control characters (CR and LF included, so it can never start
-    another header field); else ``invalid_request`` at ``path``."""
-    if any(ord(ch) < 32 and ch != "\t" or ord(ch) == 127 for ch in value):
-        raise invalid(path, "The value holds a line break or another control character.",
-                      "Remove line breaks and control characters from it.")
-    return value
 
 
 def mailbox_of(path: str, item: RecipientItem) -> Mailbox:

@@ -3,7 +3,9 @@
 Structure (RFC 2046): the text and HTML bodies are ``multipart/alternative``; inline parts with a
 ``content_id`` go with the HTML body in ``multipart/related`` (RFC 2387) so ``cid:`` URLs resolve
 (RFC 2392); attachments make the whole ``multipart/mixed``. The generator is ``policy.SMTP``:
-CRLF line ends, folded headers, RFC 2047 words for non-ASCII text, RFC 2231 filenames.
+CRLF line ends, folded headers, RFC 2047 words for non-ASCII text, RFC 2231 filenames. Every text
+that goes into a header passes ``shared.outbound.header_text.inert`` first: the subject, names
+and filenames of a reply or forward come from a stranger's mail.
 
 Threading (RFC 5322 section 3.6.4): a reply or forward carries ``In-Reply-To: <parent>`` and
 ``References:`` the parent's References (or its In-Reply-To when it has none) followed by the
@@ -37,7 +39,8 @@ from ulid import ULID
 
 from shared.errors import invalid
 from shared.mail.records import MessageRecord
-from shared.outbound.addresses import Mailbox, domain_of, plain_text
+from shared.outbound.addresses import Mailbox, domain_of
+from shared.outbound.header_text import inert, plain_text
 from shared.outbound.model import Attachment
 
 __all__ = ["MAX_REFERENCES", "QUOTE_CHARS", "OutgoingPart", "Draft", "Composed", "parts_of",
@@ -128,16 +131,16 @@ def parts_of(attachments: list[Attachment]) -> list[OutgoingPart]:
 
 def _address(box: Mailbox) -> Address:
     local, _, domain = box.address.rpartition("@")
-    return Address(display_name=box.name or "", username=local, domain=domain)
+    return Address(display_name=inert(box.name or ""), username=local, domain=domain)
 
 
 def _attach(target: EmailMessage, part: OutgoingPart, *, related: bool = False) -> None:
     maintype, subtype = part.content_type.split("/", 1)
     options: dict[str, object] = {"disposition": part.disposition}
     if part.filename:
-        options["filename"] = part.filename
+        options["filename"] = inert(part.filename)
     if part.content_id:
-        options["cid"] = f"<{part.content_id}>"
+        options["cid"] = f"<{inert(part.content_id)}>"
     if part.content_type == "message/rfc822":
         # An attached message is a message, not bytes (RFC 2046 section 5.2.1 forbids base64).
         inner = email.message_from_bytes(part.content, policy=policy.default)
@@ -160,7 +163,7 @@ def compose(draft: Draft, *, now: datetime | None = None) -> Composed:
     msg["To"] = [_address(b) for b in draft.to]
     if draft.cc:
         msg["Cc"] = [_address(b) for b in draft.cc]
-    msg["Subject"] = draft.subject
+    msg["Subject"] = inert(draft.subject)
     msg["Date"] = format_datetime(now or datetime.now(UTC))
     msg["Message-ID"] = f"<{message_id}>"
     if draft.in_reply_to:
@@ -170,7 +173,7 @@ def compose(draft: Draft, *, now: datetime | None = None) -> Composed:
     if draft.auto_submitted:
         msg["Auto-Submitted"] = draft.auto_submitted
     for name, value in draft.headers:
-        msg[name] = value
+        msg[name] = inert(value)
     if draft.text is not None:
         msg.set_content(draft.text)
         if draft.html is not None:

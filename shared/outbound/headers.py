@@ -4,7 +4,8 @@ Allowed: ``X-`` fields whose name matches ``^X-[A-Za-z0-9_-]+$``, and Importance
 Sensitivity (each with its enum of values, RFC 2156 section 5.3), Keywords, Comments and
 Organization (RFC 5322 section 3.6.5, RFC 2076 section 3.6). Names match case-insensitively;
 anything else, including every field the composer writes itself (From, To, Message-ID, …), is
-``header_not_allowed``. A value can never hold CR or LF, so it can never start another field.
+``header_not_allowed``. A value can never hold a line break, raw or encoded
+(``shared.outbound.header_text``), so it can never start another field.
 
 Pure: no I/O. Called by ``shared.outbound.send``.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 
 from shared.errors import ErrorCode, PylotaError, invalid
-from shared.outbound.addresses import plain_text
+from shared.outbound.header_text import plain_text
 from shared.outbound.model import HEADER_VALUES
 
 __all__ = ["NAMED", "extra_headers"]

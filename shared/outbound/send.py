@@ -40,11 +40,11 @@ from shared.ingest.pipeline import ingest_raw
 from shared.mail.parse import parse_message
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_message, get_thread, raw_of, set_labels, thread_page
-from shared.outbound.addresses import (Mailbox, check_counts, own_mailbox, plain_text,
-                                       recipients)
+from shared.outbound.addresses import Mailbox, check_counts, own_mailbox, recipients
 from shared.outbound.compose import (Draft, OutgoingPart, compose, forward_subject,
                                      forwarded_text, parts_of, quoted_reply, references_for,
                                      reply_subject)
+from shared.outbound.header_text import plain_text
 from shared.outbound.headers import extra_headers
 from shared.outbound.idempotency import claim, complete, request_hash
 from shared.outbound.model import ForwardRequest, ReplyRequest, Sender, SendRequest, Sent

@@ -260,3 +260,74 @@ async def test_recipient_objects_and_strings_mix(pool, sender):
         to=[Recipient(address="ann@bücher.de", name="Ann"), "jo@example.com"]))
     assert [(a.address, a.name) for a in sent.message.to] == [
         ("ann@xn--bcher-kva.de", "Ann"), ("jo@example.com", None)]
+
+
+#: Encoded words (RFC 2047) that decode to a line break and a header field of the attacker's.
+INJECTED = "=?utf-8?q?=0D=0AX-Injected:_yes?="
+DOUBLE = "=?utf-8?b?" + base64.b64encode(INJECTED.encode()).decode() + "?="
+
+
+def _field_names(raw: bytes) -> list[str]:
+    msg = email.message_from_bytes(raw, policy=policy.default)
+    return [name.lower() for part in msg.walk() for name in part.keys()]
+
+
+@pytest.mark.parametrize("arguments", [
+    {"subject": f"Invoice {INJECTED}"},
+    {"subject": "Invoice \u2028Bcc: x@example.com"},
+    {"to": [{"address": "jo@example.com", "name": f"Jo {INJECTED}"}]},
+    {"headers": {"X-Ref": f"A {INJECTED}"}},
+    {"headers": {"Organization": "Acme\u2029Inc"}},
+    {"attachments": [{"filename": f"a.pdf {INJECTED}", "content_type": "application/pdf",
+                      "content_base64": base64.b64encode(PDF).decode()}]},
+], ids=["subject", "subject-u2028", "name", "x-header", "header-u2029", "filename"])
+async def test_a_line_break_hidden_in_a_send_is_refused_naming_the_field(pool, conn, sender,
+                                                                        arguments):
+    """Python 3.11 before 3.11.10 writes a decoded encoded word's line break into the header
+    (CVE-2024-6923): a subject could add fields to the mail we send (found by an attack). A
+    caller's value is refused, never stored; U+2028 and U+2029 too (they were a 500)."""
+    with pytest.raises(PylotaError) as caught:
+        await send_message(pool, None, sender, request(idempotency_key="inj", **arguments))
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.details["path"].split(".")[0].split("[")[0] in (
+        "subject", "to", "headers", "attachments")
+    assert await conn.fetchval("SELECT count(*) FROM messages WHERE direction = 'outbound'") == 0
+
+
+async def test_replying_to_and_forwarding_a_strangers_hostile_mail_injects_nothing(
+        pool, conn, sender):
+    """A stranger's subject, display name and attachment filename that decode, once stored, to
+    encoded words hiding a line break (or hold one outright) reach our reply and forward as
+    inert text: no field is added, the call does not fail (it was a 500), and the message
+    still threads."""
+    hostile = (f"From: =?utf-8?b?{base64.b64encode(f'Jo {INJECTED}'.encode()).decode()}?= "
+               f"<jo@example.com>\r\nTo: {OWN}\r\nSubject: Invoice {DOUBLE}\r\n"
+               "Date: Mon, 02 Nov 2026 10:00:00 +0000\r\nMessage-ID: <evil@example.com>\r\n"
+               "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=zz\r\n\r\n"
+               "--zz\r\nContent-Type: text/plain\r\n\r\nPay now.\r\n--zz\r\n"
+               "Content-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n"
+               "Content-Disposition: attachment; filename*=utf-8''inv.pdf%0D%0AX-Injected: yes"
+               f"\r\n\r\n{base64.b64encode(PDF).decode()}\r\n--zz--\r\n").encode()
+    parent, _ = await ingest_raw(conn, None, sender.identity_id, hostile)
+    broken = (b"From: Jo <jo@example.com>\r\nTo: " + OWN.encode() + b"\r\nSubject: =?utf-8?b?"
+              + base64.b64encode(b"Hello\r\nBcc: x@example.com") + b"?=\r\n"
+              b"Date: Mon, 02 Nov 2026 11:00:00 +0000\r\nMessage-ID: <crlf@example.com>\r\n\r\n"
+              b"Hi.\r\n")
+    second, _ = await ingest_raw(conn, None, sender.identity_id, broken)
+    sent = [await reply_message(pool, None, sender, ReplyRequest(
+                message_id=parent.message_id, idempotency_key="h-1", text="Received.")),
+            await forward_message(pool, None, sender, ForwardRequest(
+                message_id=parent.message_id, idempotency_key="h-2", to=["bo@example.net"])),
+            await reply_message(pool, None, sender, ReplyRequest(
+                message_id=second.message_id, idempotency_key="h-3", text="Hi.")),
+            await forward_message(pool, None, sender, ForwardRequest(
+                message_id=second.message_id, idempotency_key="h-4", to=["bo@example.net"]))]
+    for done in sent:
+        raw = await raw_of(conn, done.message.id)
+        assert raw is not None
+        names = _field_names(raw)
+        assert "x-injected" not in names and "bcc" not in names, raw[:600]
+        head = raw.split(b"\r\n\r\n", 1)[0]  # the forward's body quotes the original's fields
+        assert b"\r\nX-Injected" not in head and b"\r\nBcc" not in head
+    assert sent[0].message.thread_id == parent.thread_id
+    assert sent[0].message.subject.startswith("Re: Invoice")
