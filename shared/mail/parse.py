@@ -215,7 +215,8 @@ def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bo
         message_id=message_ids[0] if message_ids else None,
         in_reply_to=_msg_ids("In-Reply-To", first.get("in-reply-to", ""), defects),
         references=_msg_ids("References", first.get("references", ""), defects),
-        subject=_capped("Subject", first.get("subject", "").strip(), MAX_SUBJECT_CHARS, defects),
+        subject=_capped("Subject", _one_line("Subject", first.get("subject", ""), defects).strip(),
+                        MAX_SUBJECT_CHARS, defects),
         from_=senders[0] if senders else None,
         to=addresses["to"],
         cc=addresses["cc"],
@@ -290,15 +291,21 @@ def _read_addresses(
     if not text or any(_garbled(part) for part in (text, *(n + a for n, a in parsed))):
         defects.add(f"{name}: undecodable text; read as compat32")
         text = _compat_text(value)
-        parsed = email.utils.getaddresses([text])
+        # Split the field as written, then decode each display name: an encoded word belongs in
+        # a display name only (RFC 2047 section 5), and one that decodes to a line break and an
+        # address must not become the sender (found by an attack).
+        parsed = [(_compat_text(display_name), addr_spec) for display_name, addr_spec
+                  in email.utils.getaddresses([_FOLD.sub(" ", value).strip()])]
     for display_name, addr_spec in parsed:
         addr_spec = addr_spec.strip().lower()
         if "@" not in addr_spec or _garbled(addr_spec) or len(addr_spec) > MAX_ADDRESS_CHARS:
             if addr_spec:
                 defects.add(f"{name}: dropped {addr_spec[:100]!r}, not an address")
             continue
-        shown = _capped(f"{name} display name", _storable(display_name.strip()), MAX_NAME_CHARS,
-                        defects)
+        shown = _capped(f"{name} display name",
+                        _one_line(f"{name} display name", _storable(display_name),
+                                  defects).strip(),
+                        MAX_NAME_CHARS, defects)
         into.append(Address(address=_storable(addr_spec), name=shown or None))
     return _storable(text)  # the field as kept with the headers: PostgreSQL text too
 
@@ -556,6 +563,24 @@ def _decode_bytes(data: bytes, label: str | None) -> str:
 def _without_nul(text: str) -> str:
     # PostgreSQL text cannot hold U+0000; the raw copy keeps the original byte.
     return text.replace("\x00", "\ufffd")
+
+
+#: Line breaks beside the ASCII controls: what ``str.splitlines`` breaks at.
+_UNICODE_BREAKS = "\x85\u2028\u2029"
+
+
+def _one_line(field: str, text: str, defects: _Defects) -> str:
+    """``text`` with each line break or other control character (tab aside) made a space, and a
+    defect saying so. Unfolding removed the raw ones; these came out of an encoded word (RFC
+    2047), and a subject or display name is one line of text."""
+    if not any(map(_breaks, text)):
+        return text
+    defects.add(f"{field}: a line break or control character in its encoded text, made a space")
+    return "".join(" " if _breaks(ch) else ch for ch in text)
+
+
+def _breaks(ch: str) -> bool:
+    return ord(ch) < 32 and ch != "\t" or ord(ch) == 127 or ch in _UNICODE_BREAKS
 
 
 def _storable(text: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import binascii
 import email
 import email.policy
@@ -367,3 +368,22 @@ def test_obsolete_white_space_before_the_colon_is_read() -> None:
     assert (parsed.from_.address, parsed.subject) == ("ann@x.example", "Saying Hello")
     assert parsed.sent_at == datetime(1997, 11, 21, 15, 55, 6, tzinfo=UTC)
     assert parsed.text == "hello\n"
+
+
+def test_an_encoded_line_break_in_a_display_name_or_subject_forges_nothing() -> None:
+    """A display name whose encoded word decodes to a line break and another address made that
+    address the sender, dropping the real one (found by an attack): the sender is the
+    angle-addr, the name stays a name on one line, and the subject is one line too."""
+    def word(text: bytes) -> str:
+        return f"=?utf-8?b?{base64.b64encode(text).decode()}?="
+
+    parsed = parse_message(
+        f"From: {word(b'Boss' + bytes([13, 10]) + b'ceo@acme.example')} <evil@attacker.example>"
+        f"\r\nTo: {word(bytes([13, 10]) + b'z6@catch.example')} <desk@acme.example>\r\n"
+        f"Subject: {word(b'Hello' + bytes([13, 10]) + b'Bcc: x@example.com')}\r\n"
+        "Message-ID: <forged@attacker.example>\r\n\r\nPay now.\r\n".encode())
+    assert parsed.from_ == Address(address="evil@attacker.example", name="Boss  ceo@acme.example")
+    assert parsed.to == [Address(address="desk@acme.example", name="z6@catch.example")]
+    assert parsed.subject == "Hello  Bcc: x@example.com"
+    assert "Subject: a line break or control character in its encoded text, made a space" \
+        in parsed.defects
