@@ -43,7 +43,7 @@ from shared.signing.keys import (CACHE_MAX_AGE, Instant, KeyPurpose, WellKnownDo
 
 __all__ = [
     "ALG", "JWKS_PATH", "JWKS_MEDIA_TYPE", "EXPIRES_IN_MIN", "EXPIRES_IN_MAX",
-    "EXPIRES_IN_DEFAULT", "EXT_MAX_BYTES", "REGISTERED_CLAIMS", "TOKEN_CLAIMS", "PYLOTA_CLAIMS",
+    "EXPIRES_IN_DEFAULT", "EXT_MAX_BYTES", "EXT_MAX_DEPTH", "REGISTERED_CLAIMS", "TOKEN_CLAIMS", "PYLOTA_CLAIMS",
     "REFUSED_EXT_NAMES", "AssertionResult", "issuer", "jwks_uri", "check_ext", "sign_assertion",
     "jwks_document",
 ]
@@ -62,6 +62,9 @@ EXPIRES_IN_MAX: Final = 600
 EXPIRES_IN_DEFAULT: Final = 300
 #: ``ext`` at most this many bytes as compact UTF-8 JSON (spec section 4.3).
 EXT_MAX_BYTES: Final = 2048
+#: ``ext`` nested at most this deep (objects and arrays): 500 levels fit in 2,048 bytes and made
+#: the JWS library's JSON encoder overflow Python's stack (found by an attack).
+EXT_MAX_DEPTH: Final = 32
 
 #: RFC 7519 section 4.1.
 REGISTERED_CLAIMS: Final = frozenset({"iss", "sub", "aud", "exp", "nbf", "iat", "jti"})
@@ -111,8 +114,9 @@ def jwks_uri(api_host: str) -> str:
 
 
 def check_ext(ext: dict[str, Any]) -> None:
-    """Refuse an ``ext`` the schema cannot: more than :data:`EXT_MAX_BYTES` as JSON, or a
-    top-level name in :data:`REFUSED_EXT_NAMES` (spec section 4.3, O6).
+    """Refuse an ``ext`` the schema cannot: more than :data:`EXT_MAX_BYTES` as JSON, nested
+    deeper than :data:`EXT_MAX_DEPTH`, or a top-level name in :data:`REFUSED_EXT_NAMES` (spec
+    section 4.3, O6).
 
     Raises:
         PylotaError: ``invalid_request`` with ``details.path`` ``ext``.
@@ -127,6 +131,23 @@ def check_ext(ext: dict[str, Any]) -> None:
     if size > EXT_MAX_BYTES:
         raise invalid("ext", f"ext is {size} bytes as JSON; at most {EXT_MAX_BYTES} are allowed.",
                       f"Shorten ext to at most {EXT_MAX_BYTES} bytes of compact JSON.")
+    if _depth(ext) > EXT_MAX_DEPTH:
+        raise invalid("ext", f"ext is nested more than {EXT_MAX_DEPTH} levels deep.",
+                      f"Flatten ext to at most {EXT_MAX_DEPTH} levels of objects and arrays.")
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in ``value`` (a JSON value; 1 for ``{}``), counted
+    without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 async def sign_assertion(conn: asyncpg.Connection, *, secret: str, api_host: str,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -117,10 +118,33 @@ def _authority(host: str, port: int | None) -> str:
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        name = host.lower() if host.isascii() else idna.encode(host, uts46=True).decode("ascii")
+        name = _ascii_host(host) if host.isascii() else idna.encode(host, uts46=True).decode(
+            "ascii")
     else:
         name = f"[{address.compressed}]" if address.version == 6 else address.compressed
     return name if port in (None, 443) else f"{name}:{port}"
+
+
+_LDH_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def _ascii_host(host: str) -> str:
+    """An ASCII host name lower-cased, when it is one (RFC 1123 section 2.1: labels of letters,
+    digits and inner hyphens, 1 to 63 characters, 253 in all; an A-label must decode, IDNA
+    2008).
+
+    Raises:
+        idna.IDNAError: an empty label (``a..b``, ``.example.com``), a character or length no host
+            name may have, or an A-label that is not one (``xn--``).
+    """
+    name = host.lower()
+    labels = name.removesuffix(".").split(".")  # a trailing dot (the root) is kept as sent
+    if len(name) > 254 or not all(_LDH_LABEL.match(label) for label in labels):
+        raise idna.IDNAError(f"not a host name: {host[:80]!r}")
+    for label in labels:
+        if label.startswith("xn--"):
+            idna.decode(label)  # raises for an A-label that decodes to no valid U-label
+    return name
 
 
 def signature_agent(api_host: str) -> str:
@@ -134,7 +158,12 @@ def _parse_url(url: str) -> tuple[SplitResult, int | None]:
     if _FORBIDDEN_URL_CHARS & set(url):
         raise invalid("url", "The url contains a space or a control character.",
                       "Percent-encode spaces and control characters in url (%20).")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": a bracketed host that is no IPv6 address
+        raise invalid("url", "The url's host in brackets is not an IPv6 address.",
+                      "Write an IPv6 host as https://[2001:db8::1]/, or use a domain name."
+                      ) from exc
     try:
         port = parts.port
     except ValueError as exc:

@@ -15,8 +15,8 @@ import pytest
 
 from shared.errors import ErrorCode, PylotaError
 from shared.logs import configure
-from shared.signing.assertions import (ALG, EXT_MAX_BYTES, JWKS_MEDIA_TYPE, REFUSED_EXT_NAMES,
-                                       jwks_document, sign_assertion)
+from shared.signing.assertions import (ALG, EXT_MAX_BYTES, EXT_MAX_DEPTH, JWKS_MEDIA_TYPE,
+                                       REFUSED_EXT_NAMES, jwks_document, sign_assertion)
 from shared.signing.keys import RETIREMENT_GRACE, KeyPurpose, rotate_key
 from tests.shared.signing.test_keys import rfc7638_thumbprint
 
@@ -165,6 +165,23 @@ async def test_ext_refuses_registered_and_pylota_claim_names(conn, name):
     assert name in refused.value.message and f"drop {name} in ext" in refused.value.fix
     # refused before any key is made
     assert await conn.fetchval("SELECT count(*) FROM signing_keys") == 0
+
+
+async def test_ext_nested_past_its_depth_is_refused_and_at_it_is_carried(conn):
+    """500 levels of arrays fit in 2 KB and overflowed the JWS library's JSON encoder: a 500
+    (found by an attack). Now refused by depth, naming ext; the limit itself is carried."""
+    def nested(levels: int) -> dict:
+        value: object = []
+        for _ in range(levels - 2):
+            value = [value]
+        return {"a": value}
+
+    claims = await verify(conn, (await sign(conn, ext=nested(EXT_MAX_DEPTH))).assertion)
+    assert claims["ext"] == nested(EXT_MAX_DEPTH)
+    for levels in (EXT_MAX_DEPTH + 1, 500):
+        with pytest.raises(PylotaError) as refused:
+            await sign(conn, ext=nested(levels))
+        assert refused.value.details == {"path": "ext"} and "nested" in refused.value.message
 
 
 async def test_ext_may_use_those_names_below_its_top_level(conn):

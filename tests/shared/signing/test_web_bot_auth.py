@@ -116,6 +116,7 @@ async def test_an_empty_path_and_query_sign_as_the_rfc_says(conn):
     ("https://shop.example:8443/", "shop.example:8443"),
     ("https://[2001:DB8::1]:8443/", "[2001:db8::1]:8443"),
     ("https://192.0.2.7/", "192.0.2.7"),
+    ("https://r3---sn-ab5l6n7s.googlevideo.com/", "r3---sn-ab5l6n7s.googlevideo.com"),
 ])
 async def test_the_authority_is_normalised_and_an_idn_becomes_its_a_label(conn, url, authority):
     result = await sign(conn, url)
@@ -150,6 +151,8 @@ async def test_an_address_that_is_not_ascii_is_refused(conn):
     "https://shop.example/a b", "https://shop.exa\nmple/", "https://shop.example/\t",
     "https://user:pw@shop.example/", "https://shop.example:99999/", "https://shop.example:x/",
     "https:///path-only", "https://☃.example/",
+    # found by an attack: the first was a 500, the others were signed
+    "https://[zz]/", "https://xn--/", "https://a..b/", "https://.ex.com/", "https://a_b.example/",
 ])
 async def test_a_url_that_cannot_be_signed_is_refused_naming_url(conn, url):
     with pytest.raises(PylotaError) as refused:
