@@ -244,10 +244,12 @@ async def usage(conn: asyncpg.Connection, tenant_id: str) -> Usage:
                  plans=list(PLANS.values()), as_of=datetime.now(UTC))
 
 
-async def charge_send(conn: asyncpg.Connection, sender: Sender, recipients: int) -> None:
+async def charge_send(conn: asyncpg.Connection, sender: Sender, recipients: int,
+                      message_bytes: int) -> None:
     """The send tools' ``check_allowance`` (``shared.outbound.send.SendAllowance``): refuse a
     message to ``recipients`` envelope recipients when it would take today's sends past the
-    grant, or when stored mail already fills the storage grant.
+    grant, or a message of ``message_bytes`` when storing it would take stored mail past the
+    storage grant (before, only a full storage refused, so one large message overshot it).
 
     Runs inside the send's transaction. When either grant is finite it first locks the
     tenant's plan row, so concurrent sends of one workspace are counted one after another and
@@ -281,13 +283,15 @@ async def charge_send(conn: asyncpg.Connection, sender: Sender, recipients: int)
                          "resets_at": periods.day_end.isoformat().replace("+00:00", "Z")})
     if storage is not None:
         stored = await stored_bytes(conn, list(await identity_statuses(conn, sender.tenant_id)))
-        if stored >= storage * GB:
+        if stored + message_bytes > storage * GB:
             raise PylotaError(
                 ErrorCode.BILLING_LIMIT,
-                f"The plan's storage is full: {_amount(stored / GB)} of {_amount(storage)} GB "
-                "used.", fix=f"{later}.",
+                f"The plan's storage cannot take this message: {_amount(stored / GB)} of "
+                f"{_amount(storage)} GB used, and the message is {_amount(message_bytes / GB)} "
+                "GB.", fix=f"{later}.",
                 details={"allowance": "storage_gb", "granted": _amount(storage),
-                         "used": _amount(stored / GB), "requested": recipients})
+                         "used": _amount(stored / GB),
+                         "requested": _amount(message_bytes / GB)})
 
 
 def _known(allowance: str) -> Allowance:

@@ -10,10 +10,11 @@ a :class:`~shared.outbound.model.Sent`. The steps, in this order:
 3. Read what the message depends on (the parent of a reply or forward, the thread of a send
    with ``thread_id``), address it, check recipient counts against the tenant's
    ``max_recipients``.
-4. ``check_allowance``, the hook for the plan's send allowance (``billing_limit``): it runs
-   before anything is stored, and when it raises the whole transaction, the key's claim
-   included, is rolled back, so a retry with the same key after a top-up sends.
-5. Compose the MIME message and store it through ``shared.ingest.pipeline.ingest_raw`` like imported
+4. Compose the MIME message; then ``check_allowance``, the hook for the plan's allowances
+   (``billing_limit``), which sees its size: it runs before anything is stored, and when it
+   raises the whole transaction, the key's claim included, is rolled back, so a retry with the
+   same key after a top-up sends.
+5. Store the message through ``shared.ingest.pipeline.ingest_raw`` like imported
    mail, status ``queued``: it is threaded by its References, indexed, and found by
    ``in:outbound`` at once. Then queue its delivery (``shared.outbound.outbox``), honouring the
    suppression list, and record the key's message.
@@ -57,10 +58,12 @@ __all__ = ["SendAllowance", "send_message", "reply_message", "forward_message"]
 
 log = get_logger("shared.outbound.send")
 
-SendAllowance = Callable[[asyncpg.Connection, Sender, int], Awaitable[None]]
-"""``await check_allowance(conn, sender, recipient_count)``: raise ``PylotaError(BILLING_LIMIT)``
-when the plan's send allowance is spent. Runs inside the send's transaction, after the key is
-claimed (a replay is never charged) and before anything is stored."""
+SendAllowance = Callable[[asyncpg.Connection, Sender, int, int], Awaitable[None]]
+"""``await check_allowance(conn, sender, recipient_count, message_bytes)``: raise
+``PylotaError(BILLING_LIMIT)`` when the plan's allowance cannot take this message
+(``message_bytes``: the composed message, as it will be stored). Runs inside the send's
+transaction, after the key is claimed (a replay is never charged) and before anything is
+stored."""
 
 _LABEL = re.compile(r"^[a-z0-9][a-z0-9_:-]{0,63}$")
 
@@ -170,9 +173,9 @@ async def _submit(pool: Database, redis: Redis | None, sender: Sender, tool: str
             draft = prepared.draft
             count = check_counts({"to": draft.to, "cc": draft.cc, "bcc": prepared.bcc},
                                  tenant.max_recipients)
-            if check_allowance is not None:
-                await check_allowance(conn, sender, count)
             composed = compose(draft)
+            if check_allowance is not None:
+                await check_allowance(conn, sender, count, len(composed.raw))
             outcome, _ = await ingest_raw(conn, None, sender.identity_id, composed.raw,
                                           queued=True)
             if prepared.labels:

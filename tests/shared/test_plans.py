@@ -157,6 +157,25 @@ async def test_a_spent_send_allowance_stores_nothing_and_the_same_key_sends_afte
     assert (await usage(conn, tenant.id)).allowances.sends.remaining == 0
 
 
+async def test_a_send_that_would_overfill_storage_is_refused_and_one_that_fits_is_sent(
+        db_url, conn, tenant, sender):
+    """Storage not yet full, but this message would pass the grant: refused, nothing stored
+    (before, one 3 MB send took usage to 200 times a small grant: found by an attack)."""
+    await ingest_raw(conn, None, sender.identity_id, inbound(1))
+    stored = await conn.fetchval("SELECT sum(octet_length(raw)) FROM raw_messages")
+    await set_allowance(conn, tenant.id, "storage_gb", (stored + 100) / GB)
+    async with database(db_url) as pool:
+        with pytest.raises(PylotaError) as caught:
+            await send_message(pool, None, sender, request("k-1"), check_allowance=charge_send)
+        assert caught.value.details["allowance"] == "storage_gb"
+        assert caught.value.details["requested"] * GB > 100
+        assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 0
+        await set_allowance(conn, tenant.id, "storage_gb", (stored + 100_000) / GB)
+        sent = await send_message(pool, None, sender, request("k-1"), check_allowance=charge_send)
+    assert sent.message.status == "queued"
+    assert await conn.fetchval("SELECT sum(octet_length(raw)) FROM raw_messages") <= stored + 100_000
+
+
 async def test_full_storage_refuses_a_send(db_url, conn, tenant, sender):
     await ingest_raw(conn, None, sender.identity_id, inbound(1))
     await set_allowance(conn, tenant.id, "storage_gb", 1e-9)  # one byte

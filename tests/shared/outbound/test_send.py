@@ -107,7 +107,8 @@ async def test_keys_belong_to_one_identity(pool, conn, sender):
 async def test_a_spent_allowance_stores_nothing_and_a_retry_after_top_up_sends(pool, conn, sender):
     calls: list[int] = []
 
-    async def spent(conn: asyncpg.Connection, who: Sender, count: int) -> None:
+    async def spent(conn: asyncpg.Connection, who: Sender, count: int, size: int) -> None:
+        assert size > 300  # the composed message: its header fields and text
         calls.append(count)
         raise PylotaError(ErrorCode.BILLING_LIMIT, "The plan's sends are used up.")
 
@@ -118,7 +119,7 @@ async def test_a_spent_allowance_stores_nothing_and_a_retry_after_top_up_sends(p
     for table in ("messages", "send_requests", "outbound_messages", "threads"):
         assert await conn.fetchval(f"SELECT count(*) FROM {table}") == 0
 
-    async def topped_up(conn: asyncpg.Connection, who: Sender, count: int) -> None:
+    async def topped_up(conn: asyncpg.Connection, who: Sender, count: int, size: int) -> None:
         calls.append(count)
 
     sent = await send_message(pool, None, sender, request(cc=["bo@example.net"]),
