@@ -21,7 +21,7 @@ from shared.errors import ErrorCode, PylotaError, invalid
 from shared.tenancy.store import (Identity, Tenant, get_tenant, identity_statuses,
                                   partner_tenant_ids, platform_tenant_ids, resolve_identity)
 
-__all__ = ["tenant_scope", "reachable_tenant", "identity_for", "acting_identity_for",
+__all__ = ["tenant_scope", "reachable_tenant", "identity_for",
            "lookup_identity", "search_scope", "SearchScope", "MAX_SCOPE_IDENTITIES"]
 
 #: Most identities one tenant-scope search covers (spec section 3).
@@ -63,11 +63,14 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
     """Resolve a tool's ``identity`` argument for ``principal``.
 
     An identity key uses its own identity, and naming another is ``identity_not_found``. Other
-    keys must pass ``identity`` (an id or an active or retiring address) in their scope.
+    keys must pass ``identity`` (an id or an active or retiring address) in their scope. An
+    identity that is being deleted, or was, cannot act (spec section 4.3, mail_list_identities):
+    no tool reads, labels, waits on, sends or signs for it, as tenant-scope search lists it
+    under ``failed``; it is answered as missing.
 
     Raises:
         PylotaError: ``invalid_request`` (path ``identity``) when a wider key omits it;
-            ``identity_not_found`` when it is out of scope or unknown.
+            ``identity_not_found`` when it is out of scope, unknown, deleting or deleted.
     """
     if principal.level is KeyLevel.IDENTITY:
         assert principal.identity_id is not None
@@ -78,25 +81,14 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
             raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
                               f"No identity {identity!r} that this key can use.",
                               fix="Omit identity: this key acts as its own identity.")
-        return own
-    if identity is None:
+        found = own
+    elif identity is None:
         raise invalid("identity", "This key serves several identities; identity is required.",
                       "Pass identity: an idn_… id or an address from mail_list_identities.")
-    return await resolve_identity(conn, identity, tenant_ids=await tenant_scope(conn, principal),
-                                  for_key=True)
-
-
-async def acting_identity_for(conn: asyncpg.Connection, principal: Principal,
-                              identity: str | None) -> Identity:
-    """:func:`identity_for`, for a tool that acts as the identity (the signing tools): an
-    identity that is being deleted, or was, cannot act (spec section 4.3, mail_list_identities),
-    and is answered as missing.
-
-    Raises:
-        PylotaError: as :func:`identity_for`; ``identity_not_found`` also for a deleting or
-            deleted identity.
-    """
-    found = await identity_for(conn, principal, identity)
+    else:
+        found = await resolve_identity(conn, identity,
+                                       tenant_ids=await tenant_scope(conn, principal),
+                                       for_key=True)
     if found.status in ("deleting", "deleted"):
         raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
                           f"No identity {identity or found.id!r} that can act for this key.",

@@ -2,7 +2,7 @@
 their result ("Output: as mail_send") and every step but the domain call.
 
 A handler resolves the identity, which must be able to act (not deleting or deleted:
-``shared.tools.scope.acting_identity_for``), calls the outbound domain (``shared.outbound.send``)
+``shared.tools.scope.identity_for``), calls the outbound domain (``shared.outbound.send``)
 with the plan's send allowance as its ``check_allowance`` hook (``shared.plans.charge_send``:
 ``billing_limit`` stores and sends nothing), annotates the stored message (triage, references)
 and cuts it to the Message object's budget. The arguments decode
@@ -30,7 +30,7 @@ from shared.outbound.send import forward_message, reply_message, send_message
 from shared.plans import charge_send
 from shared.tools.context import ToolContext
 from shared.tools.messages import MESSAGE_TEXT_CHARS, MessageResult
-from shared.tools.scope import acting_identity_for
+from shared.tools.scope import identity_for
 
 __all__ = ["SEND_DESCRIPTION", "REPLY_DESCRIPTION", "FORWARD_DESCRIPTION", "SendResult",
            "run_send", "run_reply", "run_forward"]
@@ -76,7 +76,7 @@ Domain = Callable[..., Awaitable[Sent]]
 
 async def _submit(ctx: ToolContext, args: Request, domain: Domain) -> SendResult:
     async with ctx.db.acquire() as conn:
-        identity = await acting_identity_for(conn, ctx.principal, args.identity)
+        identity = await identity_for(conn, ctx.principal, args.identity)
     sent = await domain(ctx.db, ctx.redis, Sender.of(identity), args,
                         check_allowance=charge_send)
     async with ctx.db.acquire() as conn:
@@ -102,7 +102,7 @@ async def run_send(ctx: ToolContext, args: SendRequest) -> SendResult:
     """mail_send.
 
     Raises:
-        PylotaError: identity errors (``shared.tools.scope.acting_identity_for``), what
+        PylotaError: identity errors (``shared.tools.scope.identity_for``), what
             ``shared.outbound.send.send_message`` raises, and ``billing_limit``.
     """
     return await _submit(ctx, args, send_message)

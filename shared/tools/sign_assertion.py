@@ -17,7 +17,7 @@ from shared.signing.assertions import (EXPIRES_IN_DEFAULT, EXPIRES_IN_MAX, EXPIR
 from shared.tenancy.store import get_tenant
 from shared.tools.arguments import SigningIdentityRef
 from shared.tools.context import ToolContext
-from shared.tools.scope import acting_identity_for
+from shared.tools.scope import identity_for
 
 __all__ = ["DESCRIPTION", "SignAssertionArgs", "AssertionResult", "run"]
 
@@ -62,7 +62,7 @@ async def run(ctx: ToolContext, args: SignAssertionArgs) -> AssertionResult:
     """
     settings = ctx.settings
     async with ctx.db.acquire() as conn:
-        identity = await acting_identity_for(conn, ctx.principal, args.identity)
+        identity = await identity_for(conn, ctx.principal, args.identity)
         tenant = await get_tenant(conn, identity.tenant_id)
         assert tenant is not None  # an identity's tenant exists (foreign key)
         return await sign_assertion(

@@ -20,7 +20,7 @@ from shared.signing.web_bot_auth import (EXPIRES_IN_DEFAULT, EXPIRES_IN_MAX, EXP
 from shared.tenancy.store import get_tenant
 from shared.tools.arguments import SigningIdentityRef
 from shared.tools.context import ToolContext
-from shared.tools.scope import acting_identity_for
+from shared.tools.scope import identity_for
 
 __all__ = ["DESCRIPTION", "SignHttpRequestArgs", "SignedRequest", "run"]
 
@@ -74,7 +74,7 @@ async def run(ctx: ToolContext, args: SignHttpRequestArgs) -> SignedRequest:
             fix="Make the request unsigned, or ask a person (the operator sets "
                 "PM_WEB_BOT_AUTH=on).")
     async with ctx.db.acquire() as conn:
-        identity = await acting_identity_for(conn, ctx.principal, args.identity)
+        identity = await identity_for(conn, ctx.principal, args.identity)
         tenant = await get_tenant(conn, identity.tenant_id)
         assert tenant is not None  # an identity's tenant exists (foreign key)
         if not tenant.allow_signed_requests:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from shared.auth.keys import authenticate, create_key, create_partner_key, create_platform_key
@@ -9,7 +10,7 @@ from shared.auth.permissions import Permission
 from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.tenancy.store import create_identity, create_partner, create_tenant
-from shared.tools.scope import acting_identity_for, identity_for, reachable_tenant, tenant_scope
+from shared.tools.scope import identity_for, reachable_tenant, search_scope, tenant_scope
 
 READ = [Permission.MESSAGES_READ]
 
@@ -91,12 +92,28 @@ async def test_identities_out_of_reach_are_not_found(conn, world):
     assert (await identity_for(conn, keys["identity"], None)).id == ids["ours"].id
 
 
-async def test_a_deleting_identity_cannot_act(conn, world):
+@pytest.mark.parametrize("status", ["deleting", "deleted"])
+@pytest.mark.parametrize("level", ["identity", "tenant"])
+async def test_an_identity_being_deleted_or_deleted_cannot_act(conn, world, status, level):
+    """Not for sending or signing only: no tool reads, labels, waits on or searches such an
+    identity either, whichever key asks (before, its own key still read and labelled its mail:
+    found by an attack). Paused again, it acts."""
     identity = world["identities"]["ours"]
-    await conn.execute("UPDATE identities SET status = 'deleting' WHERE id = $1", identity.id)
-    with pytest.raises(PylotaError) as raised:
-        await acting_identity_for(conn, world["keys"]["tenant"], identity.id)
-    assert raised.value.code is ErrorCode.IDENTITY_NOT_FOUND
+    key = world["keys"][level]
+    ref = None if level == "identity" else identity.id
+    await conn.execute("UPDATE identities SET status = $2 WHERE id = $1", identity.id, status)
+    # an identity key read its identity when it authenticated
+    if key.identity is not None:
+        key = msgspec.structs.replace(key, identity=msgspec.structs.replace(key.identity,
+                                                                            status=status))
+    for resolve in (lambda: identity_for(conn, key, ref),
+                    lambda: search_scope(conn, key, scope="identity", identity=ref,
+                                         tenant_id=None, identity_ids=None)):
+        with pytest.raises(PylotaError) as raised:
+            await resolve()
+        assert raised.value.code is ErrorCode.IDENTITY_NOT_FOUND
     await conn.execute("UPDATE identities SET status = 'paused' WHERE id = $1", identity.id)
-    assert (await acting_identity_for(conn, world["keys"]["tenant"], identity.id)).id \
-        == identity.id
+    if key.identity is not None:
+        key = msgspec.structs.replace(key, identity=msgspec.structs.replace(key.identity,
+                                                                            status="paused"))
+    assert (await identity_for(conn, key, ref)).id == identity.id
