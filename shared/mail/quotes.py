@@ -3,7 +3,10 @@
 :func:`strip_quotes` removes quoted history from plain text (HTML parts reach it rendered by
 ``htmltext``, their quoted blocks marked with ``>`` as plain-text mail marks them):
 
-- quoted lines, those starting with ``>`` after optional white space (RFC 3676 section 4.5), and
+- quoted lines, those starting with ``>`` after optional white space (RFC 3676 section 4.5),
+  with the pieces of them a mailer wrapped onto lines of their own (an unquoted line between two
+  quoted ones, no blank line around it, whose first word would not have fit on the quoted line
+  before at :data:`WRAP_COLUMNS`, that line not ending a sentence), and
   the attribution just before a quote block: ``On <date>, <name> wrote:`` (also wrapped over up to
   four lines), ``<name> writes:``, the same verbs in a dozen languages, and any line ending in ``:``
   that names an e-mail address (``02.04.2012 14:20 пользователь "bob@x" <bob@x> написал:``);
@@ -34,10 +37,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SIGNATURE_MAX_LINES", "new_text", "snippet", "split_signature", "strip_quotes"]
+__all__ = ["SIGNATURE_MAX_LINES", "WRAP_COLUMNS", "new_text", "snippet", "split_signature", "strip_quotes"]
 
 #: Longest signature found by the heuristics other than ``-- `` (non-blank lines), as in talon.
 SIGNATURE_MAX_LINES = 11
+#: The narrowest width mailers wrap quoted text at: an unquoted line whose first word would not
+#: have fit on the quoted line above is that line's continuation (module docstring).
+WRAP_COLUMNS = 72
 
 _ORIGINAL_MESSAGE = re.compile(r"^\s*-{2,}\s*Original Message\s*-{2,}\s*$", re.IGNORECASE)
 _SIGNATURE = re.compile(r"^-- ?$")
@@ -99,6 +105,8 @@ def strip_quotes(text: str) -> str:
         if _QUOTED.match(line):
             _drop_attribution(kept)
             continue
+        if _wrapped_quote(lines, number):
+            continue
         if _attribution_end(line) and not _quote_follows(lines, number + 1):
             start = _attribution_start([*kept, line], len(kept))
             joined = " ".join([*kept[start:], line])
@@ -152,6 +160,19 @@ def _header_block_at(lines: list[str], number: int) -> bool:
         unlabelled = 0
         labels.add(label)
     return len(labels) >= 3 and "from" in labels
+
+
+def _wrapped_quote(lines: list[str], number: int) -> bool:
+    """Whether ``lines[number]`` is the wrapped end of the quoted line above it (module
+    docstring): Outlook quotes a message it had already wrapped, leaving pieces such as
+    ``linux-kernel@vger.kernel.org;`` or ``(first use in this function)`` unquoted."""
+    if not 0 < number < len(lines) - 1:
+        return False
+    line, above, below = lines[number], lines[number - 1].rstrip(), lines[number + 1]
+    if not line.strip() or not _QUOTED.match(above) or not _QUOTED.match(below) \
+            or above.endswith((".", "?", "!", ":")):
+        return False
+    return len(above) + 1 + len(line.split(None, 1)[0]) > WRAP_COLUMNS
 
 
 def _quote_follows(lines: list[str], number: int) -> bool:

@@ -25,6 +25,31 @@ def test_writes_attribution_and_inline_replies() -> None:
     assert new_text(text) == "answer one\nanswer two"
 
 
+def test_pieces_of_quoted_lines_a_mailer_wrapped_go_and_inline_answers_stay() -> None:
+    """Outlook quoted a message it had wrapped, leaving pieces of quoted lines unquoted (seen on
+    LKML by a new user): they go; an answer between quotes, after a blank line or after a
+    question, stays."""
+    text = ("Fixed upstream.\n\n"
+            "> -----Original Message-----\n"
+            "> Cc: Alexandre Bounine; linuxppc-dev@lists.ozlabs.org;\n"
+            "linux-kernel@vger.kernel.org;\n"
+            "> Subject: Re: [PATCH v2 5/7] powerpc/85xx: Add MChk handler for SRIO\n"
+            "port\n"
+            "> arch/powerpc/sysdev/fsl_rio.c:248: error: 'MCSR_MASK' undeclared\n"
+            "(first use in this function)\n"
+            ">\n")
+    assert new_text(text) == "Fixed upstream."
+    inline = ("> Can you check the board setup code in the same driver as well, please?\n"
+              "Done, it was fine.\n"
+              "> And the interrupt handler at the end of the file while you are there\n"
+              "\n"
+              "Also done.\n"
+              "> Short line\n"
+              "Yes\n"
+              "> more\n")
+    assert new_text(inline) == "Done, it was fine.\n\nAlso done.\nYes"
+
+
 def test_sentence_ending_with_colon_is_kept() -> None:
     text = "On your host run:\n\n    telnet 127.0.0.1 52698\n"
     assert new_text(text) == "On your host run:\n\n    telnet 127.0.0.1 52698"
