@@ -12,7 +12,8 @@ earliest (a series is sent when its first message is). A part about a person ("d
 apply …") takes only a sentence that person wrote, or one that names them. When the first part
 has no sentence, there is no answer: the question is ``insufficient_evidence``. A sentence by
 someone the part excludes ("apart from Alex, who …") is never chosen for it, nor, for "which X"
-(``Part.head``), a sentence that does not mention X.
+(``Part.head``), a sentence that does not mention X, nor, for "how many" or "how much", one
+without an amount (``evidence.holds_amount``: money for a price).
 
 Each chosen sentence becomes one answer sentence that says who wrote it and when, quotes it, and
 cites its message: ``Jeff Layton wrote on 22 June 2010: “Strong ACK”`` ``[msg_…]``; for a "which
@@ -31,7 +32,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from shared.deepsearch.citations import Claim
-from shared.deepsearch.evidence import Candidate, Ranking, author_matches
+from shared.deepsearch.evidence import Candidate, Ranking, author_matches, holds_amount
 from shared.deepsearch.question import Part, Question, content_words, fold
 from shared.deepsearch.reading import ReadMessage, sentences_of
 from shared.deepsearch.records import MAX_QUOTE_CHARS
@@ -99,8 +100,10 @@ def _in_order(part: Part, message: ReadMessage, earlier: list[Choice]) -> bool:
     return part.kind == "who" or not earlier or message.date >= earlier[0].candidate.message.date
 
 
-def _about(part: Part, candidate: Candidate) -> bool:
+def _about(part: Part, candidate: Candidate, question: str) -> bool:
     if any(author_matches(x, candidate.message) for x in part.excluded):
+        return False
+    if not holds_amount(part, candidate.sentence.text, question):
         return False
     if part.head and not set(part.head) & set(content_words(
             f"{candidate.sentence.text} {candidate.message.subject}")):
@@ -135,7 +138,7 @@ def choose(question: Question, ranking: Ranking, *, answer_threshold: float = AN
         dates = sorted({c.message.date for c in pool[:_FINAL_DEPTH]})
         for candidate in pool:
             key = (candidate.message.id, candidate.sentence.index)
-            if key in used or not _about(part, candidate) or not _in_order(
+            if key in used or not _about(part, candidate, question.text) or not _in_order(
                     part, candidate.message, chosen):
                 continue
             score = candidate.scores[j] + (RELATION_BONUS if _related(part, candidate.message,

@@ -43,7 +43,7 @@ from shared.deepsearch.question import Part, Question, content_words, fold, stem
 from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
 
 __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "embed_sentences",
-           "MAX_EMBEDDED"]
+           "holds_amount", "MAX_EMBEDDED"]
 
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
 WEIGHTS = {"meaning": 0.45, "words": 0.30, "subject": 0.10, "search": 0.10, "author": 0.12,
@@ -69,6 +69,13 @@ _NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)\d[\d,]*(?![\w])")
 _MONEY = re.compile(r"(?:[£$€¥]|\b(?:GBP|USD|EUR|CHF|JPY|CAD|AUD)\b)\s?\d|\d(?:[\d,]*\.\d\d)?"
                     r"\s?(?:GBP|USD|EUR|CHF|pounds?|dollars?|euros?)\b", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow\s+much\b", re.IGNORECASE)
+#: A "how much" that asks for a price: only a sum of money answers it.
+_PRICE = re.compile(r"\b(?:cost|costs|price|prices|pay|paid|charge|charged|fee|fees|fine|owe|owed|"
+                    r"amount|invoice|bill|billed|penalty|total|spend|spent|refund)\b",
+                    re.IGNORECASE)
+_NUMBER_WORD = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+                          r"dozen|hundred|thousand|million|once|twice|single|both|none)\b",
+                          re.IGNORECASE)
 _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
           r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
 #: A date or a time: "3 October 2026", "October 3", "2026-10-03", "03/10/2026", a weekday,
@@ -179,6 +186,20 @@ def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: se
                     for m in _CAPITALIZED_PAIR.findall(sentence))
         return 0.5 if named or _ACK_TRAILER.match(sentence) else 0.0
     return 0.0
+
+
+def holds_amount(part: Part, sentence: str, question: str) -> bool:
+    """Whether ``sentence`` can answer ``part`` when it asks how many or how much (any other
+    part: True): a sum of money for a price ("how much did the hire cost"), else a number the
+    ``question`` does not hold, or a number word ("twice", "three"). A sentence without one is
+    no answer, however close its words."""
+    if part.kind != "how_many":
+        return True
+    if _HOW_MUCH.search(part.text) and _PRICE.search(part.text):
+        return _MONEY.search(sentence) is not None
+    asked = {n.replace(",", "") for n in _NUMBER.findall(question)}
+    return bool({n.replace(",", "") for n in _NUMBER.findall(sentence)} - asked) or \
+        _NUMBER_WORD.search(sentence) is not None
 
 
 async def embed_sentences(texts: Sequence[str], embed: Embed,

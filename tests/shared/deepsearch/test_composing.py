@@ -116,3 +116,21 @@ def test_a_which_answer_named_only_by_the_subject_shows_the_subject() -> None:
         subject="Claim CLM-5531: damage to vehicle AB12 CDE")
     [chosen] = choose(q, ranking([[(named, 0.7)]]))
     assert "under the subject" not in claim_for(chosen, "UTC").text
+
+
+def test_how_much_or_how_many_is_answered_only_by_an_amount() -> None:
+    """Asked what something cost, a sentence without a sum of money is no answer, however close
+    its words ("How much did the van hire cost?" quoted the booking's dates: found by a new
+    user); asked how many, one without a number the question does not hold is none either."""
+    booking = message(1, "Jo Marsh", "We would like to hire a van from 8 to 12 September.")
+    invoice = message(2, "Accounts", "The van hire costs GBP 480 for the five days.", hours=1)
+    q = analyse("How much did the van hire cost?")
+    assert choose(q, ranking([[(booking, 0.9)]])) == []
+    [chosen] = choose(q, ranking([[(booking, 0.9), (invoice, 0.6)]]))
+    assert chosen.candidate.message.id == invoice.id
+    q = analyse("How many files did the 2 patches touch?")
+    vague = message(3, "Ingmar", "The 2 patches touch several files.")
+    counted = message(4, "Ingmar", "They touch three files in all.", hours=1)
+    assert choose(q, ranking([[(vague, 0.9)]])) == []
+    [chosen] = choose(q, ranking([[(vague, 0.9), (counted, 0.6)]]))
+    assert chosen.candidate.message.id == counted.id
