@@ -7,8 +7,9 @@ and per MIME part, and the feed parser recurses once per nesting level. :func:`a
 these constructs with a few linear regular-expression passes over the bytes and, when one is over
 its limit, hands the parser a shortened copy: the header block cut to its first fields (keeping the
 fields ``parse`` reads), a field cut after its first parameters or recipients, the body cut before
-the first delimiter line past the part or depth limit (with the open multiparts closed, so what
-precedes still parses as written). Each cut adds a ``budget:`` defect naming its limit.
+the first delimiter line past the part or depth limit, or before the part that ends past
+:data:`MAX_PARSED_BYTES` (with the open multiparts closed, so what precedes still parses as
+written). Each cut adds a ``budget:`` defect naming its limit.
 :data:`MAX_HTML_CHARS` is applied by ``parse`` when it renders an HTML body.
 
 One repair happens here too: a line of the top-level header block that is not a header line (no
@@ -27,7 +28,8 @@ import re
 import msgspec
 
 __all__ = ["Budgeted", "MAX_DEPTH", "MAX_HEADER_BYTES", "MAX_HEADER_FIELDS", "MAX_HTML_CHARS",
-           "MAX_MIME_FIELD_BYTES", "MAX_PARAMS", "MAX_PARTS", "MAX_RECIPIENTS", "apply_budget"]
+           "MAX_MIME_FIELD_BYTES", "MAX_PARAMS", "MAX_PARSED_BYTES", "MAX_PARTS", "MAX_RECIPIENTS",
+           "apply_budget"]
 
 #: Bytes of the top-level header block the parser reads. Real header blocks are 2 to 50 KB (long
 #: Received and ARC chains included); past this, fields are dropped from the parse except the first
@@ -54,6 +56,12 @@ MAX_PARTS = 500
 #: ends it near 300) and takes time quadratic in the depth; real mail nests fewer than ten deep
 #: (a forward of a forward of a signed reply).
 MAX_DEPTH = 32
+#: Bytes of one message the parser reads. The ``email`` package holds a message several times
+#: over while it parses (a 108 MB message with a 75 MB attachment took 13 s and 840 MB); past this,
+#: parts are parsed up to the one that would end beyond it, and a body that is no multipart is cut
+#: here. The SMTP listener takes 25 MiB at most (``PM_SMTP_MAX_MESSAGE_BYTES``), so only an
+#: import meets it.
+MAX_PARSED_BYTES = 32 * 1024 * 1024
 
 #: Characters of a text/html body rendered to text (``parse`` applies it; the rest stays in the raw
 #: copy). Layout costs up to six seconds per megabyte of table markup on a loaded two-core machine;
@@ -309,14 +317,26 @@ def _first_params(field: bytes) -> bytes:
 
 
 def _cut_structure(raw: bytes, defects: list[str]) -> bytes:
-    """``raw`` cut before the delimiter line that opens the (:data:`MAX_PARTS` + 1)-th part or a
-    multipart deeper than :data:`MAX_DEPTH`, with close delimiters for the multiparts still open."""
+    """``raw`` cut before the delimiter line that opens the (:data:`MAX_PARTS` + 1)-th part, a
+    multipart deeper than :data:`MAX_DEPTH`, or the part that ends past
+    :data:`MAX_PARSED_BYTES`, with close delimiters for the multiparts still open; a body that
+    is no multipart is cut at :data:`MAX_PARSED_BYTES`."""
     declared = _declared(raw)
     if not declared:
-        return raw
+        if len(raw) <= MAX_PARSED_BYTES:
+            return raw
+        defects.append(_too_large(raw))
+        return raw[:MAX_PARSED_BYTES]
     stack: list[bytes] = []
     parts = 0
+    # Where the part being read began, and the multiparts open before it: where to cut if it
+    # ends past MAX_PARSED_BYTES.
+    opened: tuple[int, list[bytes], bytes] | None = None
     for line in _DELIMITER.finditer(raw):
+        if line.start() > MAX_PARSED_BYTES and opened is not None:
+            start, before, newline = opened
+            defects.append(_too_large(raw))
+            return raw[:start] + b"".join(b"--" + b + b"--" + newline for b in reversed(before))
         # A delimiter line is "--" boundary, "--" too when it closes, and transport padding.
         boundary = line.group(1).rstrip(b" \t\r")
         closing = False
@@ -336,6 +356,8 @@ def _cut_structure(raw: bytes, defects: list[str]) -> bytes:
         else:
             stack.append(boundary)
         parts += 1
+        opened = (line.start(), before,
+                  b"\r\n" if raw[line.end():line.end() + 1] == b"\r" else b"\n")
         if parts > MAX_PARTS:
             defects.append(f"budget: more than MAX_PARTS ({MAX_PARTS}) MIME parts; parsed the first"
                            f" {MAX_PARTS}, the rest is only in the raw copy")
@@ -344,6 +366,17 @@ def _cut_structure(raw: bytes, defects: list[str]) -> bytes:
                            f" the outer {MAX_DEPTH}, the rest is only in the raw copy")
         else:
             continue
-        newline = b"\r\n" if raw[line.end():line.end() + 1] == b"\r" else b"\n"
+        newline = opened[2]
         return raw[:line.start()] + b"".join(b"--" + b + b"--" + newline for b in reversed(before))
+    if len(raw) > MAX_PARSED_BYTES and opened is not None:
+        defects.append(_too_large(raw))
+        if not stack:  # every multipart closed before the limit: only the epilogue runs past it
+            return raw[:MAX_PARSED_BYTES]
+        start, before, newline = opened  # the last part runs past the limit
+        return raw[:start] + b"".join(b"--" + b + b"--" + newline for b in reversed(before))
     return raw
+
+
+def _too_large(raw: bytes) -> str:
+    return (f"budget: the message ({len(raw)} bytes) is over MAX_PARSED_BYTES ({MAX_PARSED_BYTES});"
+            " parsed up to the part that ends past it, the rest is only in the raw copy")

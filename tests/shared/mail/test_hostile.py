@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 import tracemalloc
@@ -12,6 +13,7 @@ import pytest
 
 from shared.ingest.importer import import_paths
 from shared.ingest.pipeline import ingest_raw
+from shared.mail import budget
 from shared.mail.budget import MAX_PARAMS, MAX_PARTS, MAX_RECIPIENTS, Budgeted, apply_budget
 from shared.mail.parse import MAX_MSG_IDS, parse_message
 from shared.mail.sources import iter_sources
@@ -266,3 +268,36 @@ def test_a_huge_html_body_is_rendered_in_part():
     assert time.monotonic() - started < SECONDS_PER_MESSAGE
     assert parsed.text.startswith("Item 0")
     assert any("MAX_HTML_CHARS" in d for d in parsed.defects)
+
+
+def _large(attachment_bytes: int) -> bytes:
+    body = base64.encodebytes(b"\0" * attachment_bytes)
+    return (b"From: Ann <ann@x.example>\r\nTo: desk@acme.example\r\nSubject: large\r\n"
+            b"Date: Mon, 1 Jan 2024 00:00:00 +0000\r\nMIME-Version: 1.0\r\n"
+            b"Content-Type: multipart/mixed; boundary=b\r\n\r\n"
+            b"--b\r\nContent-Type: text/plain\r\n\r\nthe first part\r\n"
+            b"--b\r\nContent-Type: application/pdf\r\n"
+            b"Content-Disposition: attachment; filename=\"small.pdf\"\r\n"
+            b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQ=\r\n"
+            b"--b\r\nContent-Type: application/octet-stream\r\n"
+            b"Content-Disposition: attachment; filename=\"large.bin\"\r\n"
+            b"Content-Transfer-Encoding: base64\r\n\r\n" + body + b"--b--\r\n")
+
+
+def test_a_message_past_the_parsed_bytes_is_parsed_up_to_the_part_that_ends_past_them(
+        monkeypatch):
+    """The email package holds a message several times over while parsing (a 108 MB message
+    took 840 MB): past MAX_PARSED_BYTES the parts that end before it are parsed and the rest is
+    only in the raw copy; a message within it, and a body that is no multipart, as the rule says."""
+    monkeypatch.setattr(budget, "MAX_PARSED_BYTES", 64 * 1024)
+    raw = _large(200 * 1024)
+    parsed = parse_message(raw)
+    assert parsed.text.startswith("the first part") and parsed.subject == "large"
+    assert [a.filename for a in parsed.attachments] == ["small.pdf"]
+    assert any("MAX_PARSED_BYTES" in d for d in parsed.defects)
+    assert [a.filename for a in parse_message(_large(10 * 1024)).attachments] == [
+        "small.pdf", "large.bin"]
+    plain = (b"From: a@x.example\r\nSubject: long\r\n\r\n" + b"word " * 40_000)
+    cut = parse_message(plain)
+    assert cut.text.startswith("word") and len(cut.text) < 64 * 1024
+    assert any("MAX_PARSED_BYTES" in d for d in cut.defects)
