@@ -34,6 +34,8 @@ import re
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
 from email.utils import format_datetime
 from typing import Any, Protocol
 
@@ -52,6 +54,7 @@ from shared.db import Database, open_database
 from shared.errors import PylotaError
 from shared.logs import get_logger
 from shared.ingest.pipeline import ingest_raw
+from shared.mail.auth_results import parse_auth_results
 from shared.mail.trust import TrustPolicy
 from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
@@ -236,16 +239,32 @@ def without_our_results(raw: bytes, authserv_id: str) -> bytes:
             fields[-1] += line  # a folded continuation (RFC 5322 section 2.2.3)
         else:
             fields.append(line)
-    ours = authserv_id.lower().encode()
+    ours = authserv_id.lower()
     kept = []
     for field in fields:
         name, _, value = field.partition(b":")
-        claimed = value.split(b";", 1)[0].split()
-        if name.strip().lower() == b"authentication-results" and claimed \
-                and claimed[0].lower() == ours:
+        if name.strip().lower() == b"authentication-results" and _claims(value, ours):
             continue
         kept.append(field)
     return b"".join(kept) + rest
+
+
+def _claims(value: bytes, ours: str) -> bool:
+    """Whether an Authentication-Results value names ``ours`` as its authserv-id, read as
+    ingest's trust code reads it (comments dropped, ``shared.mail.auth_results``) or with its
+    encoded words decoded: a comment before the id or an encoded id got past a comparison of
+    the first token and was believed (found by an attack)."""
+    text = value.decode("utf-8", "replace").replace("\r", " ").replace("\n", " ")
+    readings = [text]
+    with contextlib.suppress(HeaderParseError, LookupError, ValueError):
+        readings.append(str(make_header(decode_header(text))))
+    for reading in readings:
+        parsed = parse_auth_results(reading)
+        head = reading.split(";", 1)[0].split()
+        if (parsed is not None and parsed.authserv_id == ours) or (
+                head and head[0].lower() == ours):
+            return True
+    return False
 
 
 class _Handler:
@@ -295,7 +314,7 @@ class _Handler:
                 async with self.pool.acquire() as conn:
                     outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored,
                                                   original=raw, trust_policy=self.trust_policy,
-                                                  namespace=self.namespace)
+                                                  namespace=self.namespace, arrived=True)
                     bounced = await absorb_report(conn, identity_id, stored)
                 log.info("smtp_received", identity_id=identity_id, message_id=outcome.message_id,
                          duplicate=outcome.duplicate, bounces=bounced)
@@ -318,10 +337,11 @@ async def smtp_listener(settings: Settings, pool: Database, redis: Redis | None,
     """
     # Ingest believes the results this listener just wrote (and the configured border MTAs'); it
     # needs no DNS of its own, the listener checked DKIM already.
-    trusted = TrustPolicy.from_settings(settings).trusted_authserv_ids | {authserv_id.lower()}
+    trusted = TrustPolicy.from_settings(settings).trusted_authserv_ids
     handler = _Handler(pool, redis, authserv_id=authserv_id,
                        resolver=resolver if resolver is not None else _SYSTEM,
-                       trust_policy=TrustPolicy(trusted_authserv_ids=trusted),
+                       trust_policy=TrustPolicy(trusted_authserv_ids=trusted,
+                                                own_authserv_id=authserv_id.lower()),
                        namespace=settings.pm_namespace)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(

@@ -77,7 +77,7 @@ async def ingest_batch(conn: asyncpg.Connection, redis: Redis | None, identity_i
             book.count(counted, outbound=outbound, when=outcome.date)
             trust = judge(auth, _sender(prepared), outcome.date, Correspondence(
                 own=own, contacts=book.contacts,
-                references=(own_domains | book.written_domains) - {""}))
+                references=(own_domains | book.written_domains) - {""}), outbound=outbound)
             trusts.append((outcome.message_id, trust, auth.details))
             triages.append((outcome.message_id, decide(prepared.draft, trust)))
             refs.append((outcome.message_id, prepared.refs))

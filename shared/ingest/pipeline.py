@@ -42,8 +42,8 @@ _REFUSED = (asyncpg.DataError, asyncpg.ProgramLimitExceededError)
 
 async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id: str,
                      raw: bytes, *, queued: bool = False, original: bytes | None = None,
-                     trust_policy: TrustPolicy = TrustPolicy(), namespace: str | None = None
-                     ) -> tuple[StoreOutcome, list[str]]:
+                     trust_policy: TrustPolicy = TrustPolicy(), namespace: str | None = None,
+                     arrived: bool = False) -> tuple[StoreOutcome, list[str]]:
     """Store ``raw`` in ``identity_id``'s mailbox and publish a new-mail event when new.
 
     ``queued`` marks mail composed here that waits for delivery: stored with status ``queued``
@@ -55,6 +55,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     is ``none``. DKIM lookups happen before the message's transaction opens.
     ``namespace`` (``PM_NAMESPACE``) lets ingest wake the batch workers' extraction drain when
     the message has attachments (module docstring); None leaves them to the drain ticker.
+    ``arrived`` marks mail delivered from outside (the SMTP listener): inbound whatever its From
+    says (``shared.mail.store.NewMessage``).
 
     Returns:
         The store outcome and the defects: the parse's, and a ``not indexed: …`` one when
@@ -71,7 +73,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
         try:
             outcome = await insert_message(conn, identity_id, parsed, raw,
                                            new_text=prepared.new_text, snippet=prepared.snippet,
-                                           status=prepared.status, dedupe_raw=original)
+                                           status=prepared.status, dedupe_raw=original,
+                                           arrived=arrived)
         except _REFUSED as exc:
             # A parsed value PostgreSQL refuses must not cost the message: keep its raw bytes
             # with the parse reduced to nothing, so it can be re-parsed once the parser is fixed.
@@ -80,7 +83,8 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
                                        f"({type(exc).__name__})"), patterns)
             defects = [*defects, *prepared.parsed.defects]
             outcome = await insert_message(conn, identity_id, prepared.parsed, raw, new_text="",
-                                           snippet="", status="unparsed", dedupe_raw=original)
+                                           snippet="", status="unparsed", dedupe_raw=original,
+                                           arrived=arrived)
         queued_texts = 0
         if not outcome.duplicate and outcome.attachment_ids:
             # Every stored attachment, whatever its type: the worker decides what it reads, and
@@ -90,7 +94,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
             try:
                 async with conn.transaction():
                     trust = await assess(conn, identity_id, outcome.message_id, auth, sender,
-                                         outcome.date)
+                                         outcome.date, outbound=outcome.outbound)
                     await save_triage(conn, identity_id,
                                       [(outcome.message_id, decide(prepared.draft, trust))])
                     # References and the embedding queue (spec section 4.3); the batch worker

@@ -143,28 +143,37 @@ def parse_auth_results(value: str) -> AuthResults | None:
     return AuthResults(authserv_id=head[0].lower(), results=results)
 
 
-def trusted_results(headers: Sequence[tuple[str, str]], trusted_ids: Collection[str]
-                    ) -> list[AuthResults]:
+def trusted_results(headers: Sequence[tuple[str, str]], trusted_ids: Collection[str], *,
+                    own_id: str | None = None) -> list[AuthResults]:
     """The Authentication-Results fields of the trusted block (module docstring), top first.
 
     ``headers`` are the message's fields in order, top first; ``trusted_ids`` the authserv-ids
-    of servers the operator trusts (compared case-insensitively). Empty when none is trusted.
+    of servers the operator trusts (compared case-insensitively). ``own_id`` is our own SMTP
+    listener's, which writes its field at the top under its one Received field: a field with
+    that id counts only there, never below a second Received (mail that never passed through
+    the listener, such as an import, carried a sender's forged one: found by an attack). Empty
+    when none is trusted.
     """
     trusted = {t.lower() for t in trusted_ids}
-    if not trusted:
+    own = own_id.lower() if own_id else None
+    if not trusted and own is None:
         return []
     block: list[AuthResults] = []
-    seen = 0
+    seen = received = 0
     for name, value in headers:
         lowered = name.lower()
-        if lowered == "received" and block:
-            break
+        if lowered == "received":
+            if block:
+                break
+            received += 1
+            continue
         if lowered != FIELD:
             continue
         seen += 1
         if seen > _MAX_FIELDS:
             break
         parsed = parse_auth_results(value)
-        if parsed is not None and parsed.authserv_id in trusted:
+        if parsed is not None and (parsed.authserv_id in trusted
+                                   or (parsed.authserv_id == own and received <= 1)):
             block.append(parsed)
     return block

@@ -40,11 +40,13 @@ class Contact(msgspec.Struct, kw_only=True):
     last_at: datetime | None
 
 
-def correspondents(parsed: ParsedMessage, own: set[str]) -> tuple[bool, list[Address]]:
-    """Whether ``parsed`` is outbound (its sender is one of ``own``, the identity's addr-specs),
-    and the people it counts: the To and Cc recipients of outbound mail, the sender of inbound
-    mail, never one of ``own``."""
-    outbound = parsed.from_ is not None and parsed.from_.address in own
+def correspondents(parsed: ParsedMessage, own: set[str], *, arrived: bool = False
+                   ) -> tuple[bool, list[Address]]:
+    """Whether ``parsed`` is outbound (its sender is one of ``own``, the identity's addr-specs,
+    and it did not ``arrive`` from outside through the SMTP listener, where anyone can write any
+    From), and the people it counts: the To and Cc recipients of outbound mail, the sender of
+    inbound mail, never one of ``own``."""
+    outbound = not arrived and parsed.from_ is not None and parsed.from_.address in own
     people = (parsed.to + parsed.cc) if outbound else ([parsed.from_] if parsed.from_ else [])
     return outbound, [p for p in people if p.address not in own]
 

@@ -253,6 +253,9 @@ def _describe(defect: Exception) -> str:
 _MSG_ID_HEADERS = frozenset({"message-id", "in-reply-to", "references"})
 #: Longer fields are read as compat32 too, for the same quadratic parse.
 _LONG_HEADER = 16_000
+#: Fields kept as written, never RFC 2047 decoded: an encoded word is no authserv-id (RFC 8601
+#: section 2.2), and a decoded ``=?us-ascii?q?mx.ours?=`` passed for ours (found by an attack).
+_AS_WRITTEN = frozenset({"authentication-results"})
 
 
 def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
@@ -260,6 +263,8 @@ def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
     decoded by the default policy's reading, else the compat32 one (RFC 2047). Without
     encoded-words the value is kept as written, since the default policy re-renders structured
     fields (a Date with a wrong weekday comes back "corrected", parameters re-quoted)."""
+    if name.lower() in _AS_WRITTEN:
+        return _without_nul(_unfolded(value))
     if ("=?" not in value or name.lower() in _MSG_ID_HEADERS
             or len(value) > _LONG_HEADER):
         return _without_nul(_compat_text(value))
@@ -336,9 +341,7 @@ def _garbled(text: str) -> bool:
 
 def _compat_text(value: str) -> str:
     """Decode a raw header value as compat32 would, with our charset table for the words."""
-    # message_from_bytes keeps 8-bit header bytes as surrogate escapes; get the bytes back.
-    unfolded = _FOLD.sub(" ", value).strip()
-    text = _decode_bytes(unfolded.encode("utf-8", "surrogateescape"), None)
+    text = _unfolded(value)
     try:
         chunks = email.header.decode_header(text)
     except email.errors.HeaderParseError:
@@ -347,6 +350,13 @@ def _compat_text(value: str) -> str:
         _decode_bytes(chunk, charset) if isinstance(chunk, bytes) else chunk
         for chunk, charset in chunks
     )
+
+
+def _unfolded(value: str) -> str:
+    """A raw header value unfolded, its 8-bit bytes decoded, encoded words left as written."""
+    # message_from_bytes keeps 8-bit header bytes as surrogate escapes; get the bytes back.
+    unfolded = _FOLD.sub(" ", value).strip()
+    return _decode_bytes(unfolded.encode("utf-8", "surrogateescape"), None)
 
 
 def _msg_ids(name: str, text: str, defects: _Defects, *, bare_ok: bool = False) -> list[str]:

@@ -66,6 +66,8 @@ class StoreOutcome(msgspec.Struct, frozen=True, kw_only=True):
     duplicate: bool
     duplicate_reason: str | None = None
     attachment_ids: list[str] = []
+    #: Stored as the identity's own mail (``direction`` outbound).
+    outbound: bool = False
 
 
 #: The live thread of a thread id given as ``{}`` (an SQL parameter): the thread it was merged
@@ -97,6 +99,9 @@ class NewMessage(msgspec.Struct, frozen=True, kw_only=True):
     snippet: str
     status: str = "received"
     dedupe_raw: bytes | None = None
+    #: Delivered to us from outside (the SMTP listener): inbound whatever its From says, and it
+    #: counts as no mail the identity wrote (a stranger's From can name the mailbox itself).
+    arrived: bool = False
 
 
 async def _thread_union(conn: asyncpg.Connection, identity_id: str,
@@ -182,8 +187,9 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
     the identity (or an earlier one of ``items``) is a duplicate and stores nothing (see
     :func:`_dedupe_key`). Two different messages that share a Message-ID (test suites, broken
     mailers) are both kept. Direction is ``outbound`` when the sender is one of the identity's
-    addresses; such a message is stored ``sent`` (mail imported from a sent folder) unless its
-    status is ``queued`` (mail composed by the send tools, waiting for delivery).
+    addresses and it did not arrive from outside (``NewMessage.arrived``); such a message is
+    stored ``sent`` (mail imported from a sent folder) unless its status is ``queued`` (mail
+    composed by the send tools, waiting for delivery).
 
     Threading follows the module docstring; the run is placed in memory
     (``shared.mail.threading.ThreadUnion``) from the rows it touches, so a reply and its parent
@@ -231,7 +237,7 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
             if placed.created:
                 created[placed.thread_id] = (parsed.subject, when)
             seen[dedupe_key] = (message_id, placed.thread_id, content_hash, when)
-            outbound, people = correspondents(parsed, own)
+            outbound, people = correspondents(parsed, own, arrived=item.arrived)
             book.count(people, outbound=outbound, when=when)
             rows.append([
                 message_id, identity_id, placed.thread_id, parsed.message_id, parsed.in_reply_to,
@@ -251,7 +257,7 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
                       for a in parsed.attachments]
             attachments += stored
             outcomes.append(StoreOutcome(message_id=message_id, thread_id=placed.thread_id,
-                                         duplicate=False, date=when,
+                                         duplicate=False, date=when, outbound=outbound,
                                          attachment_ids=[a[0] for a in stored]))
         if not rows:
             return outcomes
@@ -289,14 +295,15 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
 
 async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: ParsedMessage,
                          raw: bytes, *, new_text: str, snippet: str,
-                         status: str = "received", dedupe_raw: bytes | None = None) -> StoreOutcome:
+                         status: str = "received", dedupe_raw: bytes | None = None,
+                         arrived: bool = False) -> StoreOutcome:
     """Store one message: :func:`insert_messages` of ``NewMessage(parsed=parsed, raw=raw, ...)``.
     ``dedupe_raw`` is what the content is judged on when ``raw`` carries trace fields added on
     receipt (the SMTP listener's Received and Authentication-Results), so a redelivered message
-    is a duplicate."""
+    is a duplicate; ``arrived`` as :class:`NewMessage` says."""
     return (await insert_messages(conn, identity_id, [NewMessage(
         parsed=parsed, raw=raw, new_text=new_text, snippet=snippet, status=status,
-        dedupe_raw=dedupe_raw)]))[0]
+        dedupe_raw=dedupe_raw, arrived=arrived)]))[0]
 
 
 _MESSAGE_COLUMNS = """m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
@@ -446,6 +453,7 @@ class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
     new_text: str
     attachments: list[tuple[str | None, str]]
     answers: bool
+    outbound: bool
 
 
 async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, text_chars: int
@@ -457,6 +465,7 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
             """SELECT m.id, m.identity_id, coalesce(m.sent_at, m.received_at) AS date, m.subject, m.from_address, m.from_name, m.reply_to,
                       m.headers, left(m.text, $2) AS text, left(m.new_text, $2) AS new_text,
                       (m.in_reply_to <> '{}' OR m."references" <> '{}') AS answers,
+                      m.direction = 'outbound' AS outbound,
                       coalesce((SELECT jsonb_agg(jsonb_build_array(a.filename, a.content_type)
                                                  ORDER BY a.part_index)
                                 FROM attachments a WHERE a.message_id = m.id), '[]') AS atts
@@ -468,7 +477,7 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
             reply_to=[a["address"] for a in row["reply_to"]],
             headers=[(h[0], h[1]) for h in row["headers"]], text=row["text"],
             new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]],
-            answers=row["answers"])
+            answers=row["answers"], outbound=row["outbound"])
 
 
 class Outline(msgspec.Struct, frozen=True, kw_only=True):

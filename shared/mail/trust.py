@@ -23,7 +23,8 @@ Computed at ingest in two steps, so that no DNS lookup runs inside the message's
    mailbox knows of the sender, from ``shared.mail.contacts``:
 
    - ``known_sender``: the mailbox has written to the sender's address (a contact with outbound
-     mail), or the sender is the mailbox itself;
+     mail), or the sender is the mailbox itself (for mail that arrived from outside, only when
+     authenticated: anyone can write the mailbox's address in From);
    - ``first_contact``: not a known sender, and no mail was exchanged with that address before
      this message's date;
    - ``lookalike_domain``: the sender's domain imitates the mailbox's own domain or a domain it
@@ -72,7 +73,12 @@ FLAGS: dict[str, str] = {
     "first_contact": "no mail was exchanged with this address before, and the mailbox never "
                      "wrote to it",
     "lookalike_domain": "the sender's domain imitates the mailbox's own domain or one it wrote to",
+    "duplicate_fields": "From or Subject appears more than once (RFC 5322 allows one): what is "
+                        "shown may not be what was signed, so the message is not authenticated",
 }
+#: Fields RFC 5322 section 3.6 allows once, whose second copy could hide an unsigned one: a DKIM
+#: verifier signs the last copy (RFC 6376 section 5.4.2), readers show the first.
+_ONCE = frozenset({"from", "subject"})
 
 
 @dataclass(frozen=True)
@@ -83,17 +89,25 @@ class TrustPolicy:
 
     trusted_authserv_ids: frozenset[str] = frozenset()
     resolver: TxtResolver | None = field(default=None, compare=False)
+    #: Our own SMTP listener's authserv-id: believed only in the field the listener writes, at
+    #: the top under its one Received field (``shared.mail.auth_results.trusted_results``).
+    own_authserv_id: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TrustPolicy:
-        """The policy of a deployment: ``PM_TRUSTED_AUTHSERV_IDS`` plus our own SMTP listener's
-        id (``PM_API_HOST``, what ``pylota smtp`` writes by default), and the DNS for DKIM keys
-        unless ``PM_DKIM_VERIFY`` is off. Build it once per process: the resolver caches."""
+        """The policy of a deployment: ``PM_TRUSTED_AUTHSERV_IDS``, our own SMTP listener's id
+        (``PM_API_HOST``, what ``pylota smtp`` writes by default) where the listener writes it,
+        and the DNS for DKIM keys unless ``PM_DKIM_VERIFY`` is off. Build it once per process:
+        the resolver caches."""
         trusted = {i.strip().lower() for i in settings.pm_trusted_authserv_ids.split(",")
                    if i.strip()}
-        trusted.add(settings.pm_api_host.lower())
         return cls(trusted_authserv_ids=frozenset(trusted),
-                   resolver=DnsResolver() if settings.pm_dkim_verify else None)
+                   resolver=DnsResolver() if settings.pm_dkim_verify else None,
+                   own_authserv_id=settings.pm_api_host.lower())
+
+    def trusted_block(self, headers: Sequence[tuple[str, str]]) -> list[AuthResults]:
+        """The Authentication-Results fields this policy believes in ``headers``."""
+        return trusted_results(headers, self.trusted_authserv_ids, own_id=self.own_authserv_id)
 
 
 class Authentication(msgspec.Struct, frozen=True, kw_only=True):
@@ -128,6 +142,11 @@ def _ordered(flags: Iterable[str]) -> list[str]:
 def _from_results(block: list[AuthResults], from_domain: str) -> Authentication:
     results = [r for fieldset in block for r in fieldset.results]
     by = {m: [r for r in results if r.method == m] for m in ("dmarc", "dkim", "spf")}
+    # A DMARC pass speaks for the domain it names (header.from), which must be the From domain
+    # read here: a second From address or field let one domain's pass vouch for another's.
+    dmarc_pass = any(r.result == "pass" and from_domain
+                     and (r.properties.get("header.from") or "").lower() == from_domain
+                     for r in by["dmarc"])
     aligned_pass = any(
         r.result == "pass" and _aligned(r.properties.get("header.d")
                                         or domain_of(r.properties.get("header.i")), from_domain)
@@ -144,7 +163,7 @@ def _from_results(block: list[AuthResults], from_domain: str) -> Authentication:
         flags.append("spf_fail")
     if "dmarc_fail" in flags:
         verdict: Verdict = "fail"
-    elif aligned_pass or any(r.result == "pass" for r in by["dmarc"]):
+    elif aligned_pass or dmarc_pass:
         verdict = "pass"
     else:
         verdict = "fail" if flags else "none"
@@ -173,12 +192,19 @@ def authentication_from(headers: Sequence[tuple[str, str]], from_address: str | 
     Authentication-Results field exists, from ``dkim`` (checks already made; None when DKIM
     was not verified). Pure."""
     from_domain = domain_of(from_address)
-    block = trusted_results(headers, policy.trusted_authserv_ids)
+    block = policy.trusted_block(headers)
     if block:
-        return _from_results(block, from_domain)
-    if dkim is not None:
-        return _from_dkim(dkim, from_domain)
-    return Authentication(verdict="none", flags=[], details={"source": None})
+        auth = _from_results(block, from_domain)
+    elif dkim is not None:
+        auth = _from_dkim(dkim, from_domain)
+    else:
+        auth = Authentication(verdict="none", flags=[], details={"source": None})
+    names = [n.lower() for n, _ in headers]
+    if any(names.count(n) > 1 for n in _ONCE):
+        return Authentication(verdict="fail" if auth.verdict == "fail" else "none",
+                              flags=_ordered([*auth.flags, "duplicate_fields"]),
+                              details=auth.details)
+    return auth
 
 
 async def authenticate(raw: bytes, headers: Sequence[tuple[str, str]], from_address: str | None,
@@ -187,7 +213,7 @@ async def authenticate(raw: bytes, headers: Sequence[tuple[str, str]], from_addr
     trusted Authentication-Results field decides, the message is signed, and the policy has a
     resolver); run it outside any transaction. Never raises for bad mail or a failing DNS."""
     dkim = None
-    if policy.resolver is not None and not trusted_results(headers, policy.trusted_authserv_ids):
+    if policy.resolver is not None and not policy.trusted_block(headers):
         if any(n.lower() == "dkim-signature" for n, _ in headers):
             dkim = await verify_dkim(raw, policy.resolver)
     return authentication_from(headers, from_address, policy, dkim)
@@ -203,10 +229,12 @@ async def correspondence_of(conn: asyncpg.Connection, identity_id: str,
 
 
 def judge(auth: Authentication, sender: str | None, when: datetime,
-          known: Correspondence) -> Trust:
-    """The trust of a message from ``sender`` (addr-spec) dated ``when``. Pure."""
+          known: Correspondence, *, outbound: bool = True) -> Trust:
+    """The trust of a message from ``sender`` (addr-spec) dated ``when``. ``outbound``: it is
+    stored as the identity's own mail; inbound mail naming the mailbox itself as its sender is
+    the mailbox's own only when authenticated (a stranger can write any From). Pure."""
     flags = list(auth.flags)
-    if sender is not None and sender in known.own:
+    if sender is not None and sender in known.own and (outbound or auth.verdict == "pass"):
         return Trust(verdict=auth.verdict, known_sender=True, flags=_ordered(flags))
     contact = known.contacts.get(sender) if sender else None
     known_sender = contact is not None and contact.outbound_count > 0
@@ -219,10 +247,11 @@ def judge(auth: Authentication, sender: str | None, when: datetime,
 
 
 async def assess(conn: asyncpg.Connection, identity_id: str, message_id: str,
-                 auth: Authentication, sender: str | None, when: datetime) -> Trust:
+                 auth: Authentication, sender: str | None, when: datetime, *,
+                 outbound: bool) -> Trust:
     """Step 2 at ingest: judge the stored message ``message_id`` and store its trust."""
     known = await correspondence_of(conn, identity_id, [sender] if sender else [])
-    trust = judge(auth, sender, when, known)
+    trust = judge(auth, sender, when, known, outbound=outbound)
     await save_trust(conn, identity_id, [(message_id, trust, auth.details)])
     return trust
 
@@ -290,9 +319,10 @@ async def rejudge(conn: asyncpg.Connection, message: StoredContent, policy: Trus
     if dkim is not None and any(c.result == "temperror" for c in dkim):
         dkim = None  # the DNS did not answer at ingest: ask again
     if dkim is None and policy.resolver is not None and any(
-            n.lower() == "dkim-signature" for n, _ in message.headers) and not trusted_results(
-            message.headers, policy.trusted_authserv_ids):
+            n.lower() == "dkim-signature" for n, _ in message.headers) and not policy.trusted_block(
+            message.headers):
         raw = await raw_message(conn, message.id)
         dkim = await verify_dkim(raw, policy.resolver) if raw is not None else None
     auth = authentication_from(message.headers, message.from_address, policy, dkim)
-    return judge(auth, message.from_address, message.date, known), auth.details
+    return judge(auth, message.from_address, message.date, known,
+                 outbound=message.outbound), auth.details

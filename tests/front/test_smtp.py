@@ -192,8 +192,14 @@ async def test_too_large_is_refused_with_552(listener: Listener):
         assert await conn.fetchval("SELECT count(*) FROM messages") == 0
 
 
-async def test_forged_results_under_our_id_are_removed(listener: Listener):
-    forged = message(extra=f"Authentication-Results: {AUTHSERV}; spf=pass; dkim=pass; dmarc=pass\r\n"
+@pytest.mark.parametrize("claimed", [
+    AUTHSERV, AUTHSERV.upper(),
+    # read as the trust code reads it, these name us too (found by an attack: they were kept)
+    f"(relayed) {AUTHSERV}", f"{AUTHSERV}(x)", f"=?us-ascii?q?{AUTHSERV}?=",
+    f"\t(a comment)\r\n {AUTHSERV}"])
+async def test_forged_results_under_our_id_are_removed(listener: Listener, claimed: str):
+    forged = message(extra=f"Authentication-Results: {claimed}; spf=pass; dkim=pass;"
+                           " dmarc=pass header.from=strict.example\r\n"
                            "Authentication-Results: other.example; spf=pass\r\n",
                      sender="Boss <boss@strict.example>")
     async with asyncio.timeout(WAIT):

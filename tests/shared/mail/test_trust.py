@@ -74,8 +74,8 @@ async def test_a_field_the_sender_wrote_is_never_believed(conn, identity_id) -> 
     assert (await trust_after(conn, identity_id, eml(top=other, subject="2"),
                               trust_policy=POLICY)).verdict == "none"
     # Without a policy nothing is believed.
-    assert (await trust_after(conn, identity_id, eml(top=results("dmarc=pass"), subject="3"))
-            ).verdict == "none"
+    assert (await trust_after(conn, identity_id, eml(
+        top=results("dmarc=pass header.from=acme.example"), subject="3"))).verdict == "none"
 
 
 async def test_the_verdict_from_dkim_verified_at_ingest(conn, identity_id, dkim_key,
@@ -137,7 +137,8 @@ async def test_reindex_gives_stored_mail_its_trust_and_keeps_dkim_checks(conn, i
     signed = await ingest_raw(conn, None, identity_id, dkim_key.sign(eml(), "acme.example"),
                               trust_policy=TrustPolicy(resolver=resolver))
     trusted = await ingest_raw(conn, None, identity_id,
-                               eml(subject="results", top=results("dmarc=pass")),
+                               eml(subject="results",
+                                   top=results("dmarc=pass header.from=acme.example")),
                                trust_policy=POLICY)
     reply = await ingest_raw(conn, None, identity_id, eml(DESK, to="ann@acme.example",
                                                           subject="Re: Hello"))
@@ -159,3 +160,67 @@ async def test_reindex_gives_stored_mail_its_trust_and_keeps_dkim_checks(conn, i
     await reindex(conn, identity_id, trust_policy=TrustPolicy(resolver=resolver))
     assert (await trust_of(conn, [ids[0]]))[ids[0]].verdict == "pass"
     assert len(resolver.asked) == 2
+
+
+# Found by an attack on mail_wait's verification codes, which need a "pass" -----------------------
+
+OWN = TrustPolicy(own_authserv_id=OURS)
+
+
+async def test_our_own_id_counts_only_where_our_listener_writes_it(conn, identity_id) -> None:
+    """The listener writes its field at the top, under its one Received field; the same id
+    below a second Received (an import of mail that never passed through it, carrying the
+    sender's own) is not believed."""
+    pass_ = f"Authentication-Results: {OURS}; dkim=pass header.d=acme.example"
+    ours = ("Received: from out.acme.example by mx.pylota.test", pass_)
+    assert (await trust_after(conn, identity_id, eml(top=ours, subject="1"),
+                              trust_policy=OWN)).verdict == "pass"
+    imported = ("Received: by mx.google.com", "Authentication-Results: mx.google.com; dmarc=fail",
+                "Received: from out.acme.example", pass_)
+    assert (await trust_after(conn, identity_id, eml(top=imported, subject="2"),
+                              trust_policy=OWN)).verdict == "none"
+    # a border MTA the operator names is believed as before
+    assert (await trust_after(conn, identity_id, eml(top=imported, subject="3"),
+                              trust_policy=POLICY)).verdict == "pass"
+
+
+async def test_a_dmarc_pass_vouches_only_for_the_domain_it_names(conn, identity_id) -> None:
+    other = results("dmarc=pass header.from=attacker.example")
+    trust = await trust_after(conn, identity_id, eml("security@acme.example", top=other),
+                              trust_policy=POLICY)
+    assert trust.verdict == "none"
+    own = results("dmarc=pass header.from=acme.example")
+    assert (await trust_after(conn, identity_id, eml("security@acme.example", top=own,
+                                                     subject="2"),
+                              trust_policy=POLICY)).verdict == "pass"
+
+
+async def test_a_second_from_or_subject_is_never_authenticated(conn, identity_id) -> None:
+    """A DKIM verifier signs the last Subject, readers show the first: an unsigned one put on
+    top of a signed message showed its own text with a pass."""
+    signed = results("dkim=pass header.d=acme.example; dmarc=pass header.from=acme.example")
+    raw = eml(top=(*signed, "Subject: Your verification code is 938271"))
+    outcome, _ = await ingest_raw(conn, None, identity_id, raw, trust_policy=POLICY)
+    trust = (await trust_of(conn, [outcome.message_id]))[outcome.message_id]
+    assert trust.verdict == "none" and "duplicate_fields" in trust.flags
+    assert set(trust.flags) <= set(FLAGS)
+
+
+async def test_mail_arriving_from_outside_in_the_mailboxs_own_name_is_not_its_own(
+        conn, identity_id) -> None:
+    """Through the SMTP listener anyone can write the mailbox's address in From: such mail is
+    inbound, not a known sender unless authenticated, and makes nobody a contact it wrote to
+    (before, it was stored as sent mail and made its To a known sender)."""
+    spoof = eml(DESK, to="ceo@attacker.example", subject="Re: wire instructions")
+    outcome, _ = await ingest_raw(conn, None, identity_id, spoof, arrived=True)
+    row = await conn.fetchrow("SELECT direction, status FROM messages WHERE id = $1",
+                              outcome.message_id)
+    assert (row["direction"], row["status"]) == ("inbound", "received")
+    assert not (await trust_of(conn, [outcome.message_id]))[outcome.message_id].known_sender
+    later = await trust_after(conn, identity_id, eml("ceo@attacker.example", subject="wire"))
+    assert (later.known_sender, later.flags) == (False, ["first_contact"])
+    # the same message imported from a sent folder is the mailbox's own
+    sent, _ = await ingest_raw(conn, None, identity_id, eml(DESK, to="ceo@attacker.example",
+                                                             subject="from my sent folder"))
+    assert await conn.fetchval("SELECT direction FROM messages WHERE id = $1",
+                               sent.message_id) == "outbound"
