@@ -52,6 +52,12 @@ def main(argv: list[str]) -> int:
     kind, limits_json, parent_pid = argv
     limits = msgspec.json.decode(limits_json, type=Limits)
     _confine(limits, int(parent_pid))
+    # The result leaves on a copy of stdout; the parsers' own prints (odfpy prints "SAX FAILED
+    # TO PARSE" and the file's content on fd 1) go to stderr, which the sandbox discards: on
+    # stdout they corrupted the result, and a broken file ended "crashed" (found by an attack).
+    result = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     # Parsers warn about what they find in the file; nothing of the file may reach a log.
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
@@ -64,8 +70,8 @@ def main(argv: list[str]) -> int:
     except RecursionError:
         outcome = Outcome.failed(Reason.CORRUPT, kind, detail="RecursionError")
     try:
-        sys.stdout.buffer.write(msgspec.msgpack.encode(outcome))
-        sys.stdout.buffer.flush()
+        result.write(msgspec.msgpack.encode(outcome))
+        result.flush()
     except MemoryError:
         return EXIT_MEMORY_ON_WRITE
     return 0

@@ -99,7 +99,11 @@ def _pdf_pages(content: bytes, max_pages: int) -> list[str] | None:
             raise Encrypted from exc
         if not opened:
             raise Encrypted
-    if len(reader.pages) > max_pages:
+    try:
+        count = len(reader.pages)
+    except pypdf.errors.LimitReachedError:
+        return None  # pypdf's own cap on a page tree: a /Count of 200,000 Kids
+    if count > max_pages:
         return None
     return [page.extract_text() or "" for page in reader.pages]
 

@@ -16,7 +16,8 @@ from odf.style import ParagraphProperties, Style
 from odf.text import P
 
 
-def _pdf(objects: list[bytes]) -> bytes:
+def raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (numbered from 1, the first the catalog) with its cross-reference."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -48,7 +49,7 @@ def pdf(pages: list[str], *, kids_loop: bool = False) -> bytes:
                        b" /Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * i, font))
         objects.append(_stream(b"BT /F1 12 Tf 72 720 Td (" + text.encode("latin-1") + b") Tj ET"))
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    return _pdf(objects)
+    return raw_pdf(objects)
 
 
 def slow_pdf(operators: int = 200_000) -> bytes:
@@ -56,7 +57,7 @@ def slow_pdf(operators: int = 200_000) -> bytes:
     that pypdf needs about 6 CPU seconds to read at the default count on a quiet machine (more
     under load)."""
     ops = b"BT /F1 12 Tf 72 720 Td " + b"(word) Tj 1 0 Td " * operators + b"ET"
-    return _pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+    return raw_pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
                  b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
                  b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
                  b" /Resources << /Font << /F1 5 0 R >> >> >>",

@@ -5,8 +5,10 @@ wall time or CPU time, one that runs out of memory; and the next file still extr
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import time
+import zipfile
 
 import pytest
 
@@ -132,3 +134,29 @@ async def test_cancelling_the_caller_kills_the_sandbox(slow_pdf):
 def test_reasons_say_whether_a_file_was_skipped_or_unavailable():
     assert Outcome.failed(Reason.TOO_LARGE).status is TextStatus.SKIPPED
     assert Outcome.failed(Reason.TIMEOUT).status is TextStatus.UNAVAILABLE
+
+
+async def test_a_parser_printing_the_broken_file_does_not_corrupt_its_result():
+    """odfpy prints "SAX FAILED TO PARSE" and the file's content on stdout, where the sandbox's
+    result leaves: a broken ODT ended "crashed" (found by an attack). It is corrupt."""
+    source = zipfile.ZipFile(io.BytesIO(documents.odt_file([["fine"]])))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as broken:
+        for item in source.infolist():
+            data = b"<<< not xml at all" if item.filename == "content.xml" else \
+                source.read(item.filename)
+            broken.writestr(item, data)
+    outcome, _ = await timed(out.getvalue(), filename="broken.odt")
+    assert failed(outcome) == ("unavailable", "corrupt")
+
+
+async def test_a_page_tree_past_the_pdf_librarys_own_cap_is_too_many_pages():
+    """A /Count of 200,000 Kids trips pypdf's LimitReachedError: that is too many pages, not a
+    corrupt file (found by an attack)."""
+    kids = b" ".join([b"3 0 R"] * 200_000)
+    content = documents.raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [" + kids + b"] /Count 200000 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"])
+    outcome, _ = await timed(content, filename="many.pdf")
+    assert failed(outcome) == ("skipped", "too_many_pages")
