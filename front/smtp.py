@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
+import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.errors import HeaderParseError
@@ -59,13 +62,24 @@ from shared.mail.trust import TrustPolicy
 from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
 
-__all__ = ["MAX_RECIPIENTS", "DnsTemporaryError", "Resolver", "SystemResolver",
+__all__ = ["MAX_RECIPIENTS", "CHECK_SECONDS", "CHECK_THREADS", "MAX_CHECKS_PER_CLIENT",
+           "DnsTemporaryError", "Resolver", "SystemResolver",
            "authentication_results", "without_our_results", "smtp_listener", "serve_smtp"]
 
 log = get_logger("front.smtp")
 
 #: Recipients accepted in one transaction (RFC 5321 section 4.5.3.1.8 asks for at least 100).
 MAX_RECIPIENTS = 100
+#: Seconds of DNS one message's SPF, DKIM and DMARC checks may spend, all lookups together; a
+#: lookup asked past it is a temporary error (``temperror``). A sender whose SPF chains slow
+#: includes held a check for 40 s and more (found by an attack).
+CHECK_SECONDS = 10.0
+#: Threads that run the checks, apart from the event loop's default pool (which serves the
+#: rest of the process): a check waits on the DNS, not the CPU.
+CHECK_THREADS = 32
+#: Messages of one client address checked at once; its next one is answered 451 (try again
+#: later), so one sender cannot take every check thread from the others.
+MAX_CHECKS_PER_CLIENT = 4
 #: Identity statuses that receive mail (deleting and deleted identities do not).
 _RECEIVING = frozenset({"active", "paused"})
 
@@ -113,6 +127,19 @@ class SystemResolver:
         return [r.address for r in answer]
 
 
+class _Budgeted:
+    """``resolver`` until ``deadline`` (``time.monotonic()``), then a temporary error: what
+    bounds one message's checks to :data:`CHECK_SECONDS` and one more lookup."""
+
+    def __init__(self, resolver: Resolver, deadline: float) -> None:
+        self._resolver, self._deadline = resolver, deadline
+
+    def lookup(self, name: str, rdtype: str) -> list[str]:
+        if time.monotonic() >= self._deadline:
+            raise DnsTemporaryError("the message's DNS time is spent")
+        return self._resolver.lookup(name, rdtype)
+
+
 _SYSTEM = SystemResolver()
 _checking: ContextVar[Resolver] = ContextVar("smtp_resolver", default=_SYSTEM)
 
@@ -156,12 +183,14 @@ def authentication_results(raw: bytes, *, authserv_id: str, ip: str, helo: str |
                            mail_from: str | None, resolver: Resolver) -> str:
     """Check SPF, DKIM and DMARC for one received message; return our
     ``Authentication-Results: <authserv_id>; spf=…; dkim=…; dmarc=…`` field (RFC 8601, without
-    line end). Blocking (DNS); the listener runs it in a thread.
+    line end). Blocking (DNS), at most :data:`CHECK_SECONDS` of lookups and one more; the
+    listener runs it on its own threads.
 
     ``mail_from`` is the envelope sender (``""`` or None for the null sender of bounces, when
     SPF checks the HELO identity, RFC 7208 section 2.3). A message without a DKIM signature
     gets ``dkim=none``; DNS that cannot answer gives ``temperror``.
     """
+    resolver = _Budgeted(resolver, time.monotonic() + CHECK_SECONDS)
     token = _checking.set(resolver)
     try:
         sender = mail_from or ""
@@ -278,6 +307,9 @@ class _Handler:
         self.authserv_id = authserv_id
         self.resolver = resolver
         self.trust_policy = trust_policy
+        self.checking: dict[str, int] = {}  # messages being checked, by client address
+        self.checks = ThreadPoolExecutor(max_workers=CHECK_THREADS,
+                                         thread_name_prefix="smtp-checks")
 
     async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
                           address: str, rcpt_options: list[str]) -> str:
@@ -299,9 +331,19 @@ class _Handler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         ip = session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
-        results = await asyncio.to_thread(
-            authentication_results, raw, authserv_id=self.authserv_id, ip=ip,
-            helo=session.host_name, mail_from=envelope.mail_from, resolver=self.resolver)
+        if self.checking.get(ip, 0) >= MAX_CHECKS_PER_CLIENT:
+            return "451 4.7.0 Too many messages from this client at once, try again later"
+        self.checking[ip] = self.checking.get(ip, 0) + 1
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self.checks, functools.partial(
+                    authentication_results, raw, authserv_id=self.authserv_id, ip=ip,
+                    helo=session.host_name, mail_from=envelope.mail_from,
+                    resolver=self.resolver))
+        finally:
+            self.checking[ip] -= 1
+            if not self.checking[ip]:
+                del self.checking[ip]
         protocol = "ESMTP" if session.extended_smtp else "SMTP"
         trace = (f"Received: from {session.host_name or 'unknown'} ([{ip}])\r\n"
                  f"\tby {self.authserv_id} (Pylota Mail) with {protocol}"
@@ -356,6 +398,7 @@ async def smtp_listener(settings: Settings, pool: Database, redis: Redis | None,
     finally:
         server.close()
         await server.wait_closed()
+        handler.checks.shutdown(wait=False, cancel_futures=True)
 
 
 async def serve_smtp(settings: Settings, *, authserv_id: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import email
 import smtplib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
+from front import smtp
 from front.smtp import DnsTemporaryError, authentication_results, smtp_listener
 from shared.db import open_database
 from shared.mail.store import raw_of
@@ -295,3 +297,63 @@ async def test_a_reply_threads_by_references_in_both_mailboxes(
     assert list(rows[1]["references"]) == [question.message.message_id]
     assert reply_raw is not None
     assert "dkim=pass header.d=acme.example" in results_of(reply_raw)[0]
+
+
+@dataclass
+class SlowDns:
+    """``DnsTable`` with each lookup of a name under ``slow`` taking ``seconds``."""
+
+    table: DnsTable
+    slow: str
+    seconds: float
+
+    def lookup(self, name: str, rdtype: str) -> list[str]:
+        if name.lower().rstrip(".").endswith(self.slow):
+            time.sleep(self.seconds)
+        return self.table.lookup(name, rdtype)
+
+
+def test_a_senders_slow_dns_costs_at_most_the_checks_time(dns: DnsTable, monkeypatch):
+    """An SPF record chaining slow includes held one message's checks for 40 s and more, and
+    with them a thread of the listener's (found by an attack): its lookups stop at
+    CHECK_SECONDS, and the verdict says temperror."""
+    monkeypatch.setattr(smtp, "CHECK_SECONDS", 1.0)
+    dns.records[("slow.example", "TXT")] = [
+        "v=spf1 " + " ".join(f"include:i{n}.slow.example" for n in range(9)) + " -all"]
+    for n in range(9):
+        dns.records[(f"i{n}.slow.example", "TXT")] = ["v=spf1 ip4:192.0.2.9 -all"]
+    started = time.monotonic()
+    header = authentication_results(message(sender="a@slow.example"), authserv_id=AUTHSERV,
+                                    ip="127.0.0.1", helo="mta.slow.example",
+                                    mail_from="a@slow.example",
+                                    resolver=SlowDns(dns, "slow.example", 0.4))
+    assert time.monotonic() - started < 1.0 + 2 * 0.4 + 1.0  # the budget, a lookup, a margin
+    assert "temperror" in header
+
+
+async def test_one_client_gets_at_most_its_share_of_the_checks(db_url, conn, redis, dns,
+                                                              monkeypatch):
+    """Past MAX_CHECKS_PER_CLIENT messages of one client in their checks, its next one is
+    answered 451, to come back later; the others are stored."""
+    monkeypatch.setattr(smtp, "MAX_CHECKS_PER_CLIENT", 2)
+    tenant = await create_tenant(conn, "acme")
+    await create_identity(conn, tenant.id, DESK)
+    pool = await open_database(db_url, size=8, acquire_seconds=5)
+    slow = SlowDns(dns, "sender.example", 1.5)  # long enough for all three to be in checks
+    try:
+        async with smtp_listener(settings_for(db_url), pool, redis, authserv_id=AUTHSERV,
+                                 resolver=slow, host="127.0.0.1", port=0) as (host, port):
+            listener = Listener(host, port, pool, None)  # type: ignore[arg-type]
+
+            def send(n: int) -> int:
+                try:
+                    listener.send(message(subject=f"m{n}"), [DESK])
+                    return 250
+                except smtplib.SMTPDataError as exc:
+                    return exc.smtp_code
+
+            codes = await asyncio.gather(*(asyncio.to_thread(send, n) for n in range(3)))
+        assert sorted(codes) == [250, 250, 451]
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 2
+    finally:
+        await pool.close()
