@@ -44,7 +44,7 @@ from shared.tenancy.store import AGENTIC_SECONDS
 
 __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
            "DEADLINE_GRACE_SECONDS", "DELIVER_RUN_MESSAGES", "PURGE_EVERY_SECONDS",
-           "EXTRACT_RUN_FILES"]
+           "EXTRACT_RUN_FILES", "EXTRACT_RUN_SECONDS"]
 
 #: Seconds past a call job's own seconds before the runner ends it as too slow; arq's timeout is
 #: a job's deadline plus twice this, and a front gives up on a started job after its seconds
@@ -60,6 +60,10 @@ DELIVER_RUN_MESSAGES = 50
 #: fraction of a second) and at most ``WALL_SECONDS``, so a run of hostile files ends within
 #: half an hour, and the next run (and the other batch jobs, one at a time) get their turn.
 EXTRACT_RUN_FILES = 50
+#: Seconds after which an extraction run claims no more files: the batch worker runs one job at
+#: a time, and a run of 50 slow files (each up to WALL_SECONDS) held deliveries queued behind it
+#: for 25 minutes (found by an attack). The drain ticker starts the next run.
+EXTRACT_RUN_SECONDS = 60.0
 #: Seconds between two purges of expired idempotency keys (``shared.outbound.idempotency``
 #: keeps keys 24 hours; purging hourly is plenty).
 PURGE_EVERY_SECONDS = 3600
@@ -139,7 +143,7 @@ async def _deliver(env: JobEnv) -> int:
 
 async def _extract(env: JobEnv) -> int:
     # The sandbox, one file at a time, never in the front or the importer (shared.extract).
-    return await extract_pending(env.db, limit=EXTRACT_RUN_FILES)
+    return await extract_pending(env.db, limit=EXTRACT_RUN_FILES, seconds=EXTRACT_RUN_SECONDS)
 
 
 async def _purge_send_keys(env: JobEnv) -> int:
@@ -161,8 +165,9 @@ JOBS: tuple[JobSpec, ...] = (
     # One run tries DELIVER_RUN_MESSAGES, each bounded by three relay timeouts (1.5 min by
     # default); a run cut short leaves its message to the lease, and the next run goes on.
     JobSpec(name=JOB_DELIVER, queue="batch", run=_deliver, deadline_seconds=1800.0),
-    # A run reads EXTRACT_RUN_FILES, each killed after WALL_SECONDS; a worker killed mid-file
-    # leaves that file claimable again (shared.extract.store).
+    # A run reads EXTRACT_RUN_FILES, or what EXTRACT_RUN_SECONDS allow, each killed after
+    # WALL_SECONDS; a worker killed mid-file leaves that file claimable again
+    # (shared.extract.store).
     JobSpec(name=JOB_EXTRACT, queue="batch", run=_extract,
             deadline_seconds=EXTRACT_RUN_FILES * (WALL_SECONDS + 5)),
     JobSpec(name=JOB_PURGE_SEND_KEYS, queue="batch", run=_purge_send_keys,

@@ -27,6 +27,7 @@ it never writes the table.
 from __future__ import annotations
 
 import re
+import time
 
 import asyncpg
 import msgspec
@@ -123,8 +124,10 @@ async def with_text_status(conn: asyncpg.Connection, records: list[MessageRecord
 
 
 async def extract_pending(pool: Database, *, limit: int | None = None,
-                          limits: Limits = DEFAULT_LIMITS) -> int:
-    """Extract pending attachments one at a time until none is left (or ``limit`` are done).
+                          seconds: float | None = None, limits: Limits = DEFAULT_LIMITS) -> int:
+    """Extract pending attachments one at a time until none is left (or ``limit`` are done, or
+    ``seconds`` have passed: no file is claimed after that, and the one in hand may take its
+    ``limits.wall_seconds``).
 
     Each file is claimed in a short transaction, extracted in the sandbox under ``limits``
     with no transaction open, and its outcome stored (module docstring); another worker
@@ -135,8 +138,10 @@ async def extract_pending(pool: Database, *, limit: int | None = None,
         How many attachments reached a final status.
     """
     done = 0
+    until = None if seconds is None else time.monotonic() + seconds
     async with pool.acquire() as conn:
-        while limit is None or done < limit:
+        while (limit is None or done < limit) and (until is None or time.monotonic() < until
+                                                    or done == 0):
             claim = await _claim(conn)
             if claim is None:
                 break

@@ -268,3 +268,15 @@ async def test_attachments_of_real_mail_reach_their_text(conn, pool, identity_id
     assert {name: status for name, (status, _) in got.items() if status != "ready"} == {
         "Cours-Tutoriels-Serge-Tahé-1568x268.png": "skipped", "test-localhost.eml": "skipped",
         "intestazione.jpg": "skipped", "logometeo.jpg": "skipped"}
+
+
+async def test_a_run_claims_no_file_after_its_seconds(conn, pool, identity_id):
+    """A run past its seconds claims no more files, so the batch worker's other drains (the
+    delivery of sent mail) get their turn: 50 slow files held deliveries for 25 minutes (found
+    by an attack). The file in hand is finished; the next run takes the rest."""
+    files = [(f"note{i}.txt", "text/plain", f"note number {i}".encode()) for i in range(3)]
+    _, ids = await mail_with(conn, identity_id, files)
+    assert await drained(pool, seconds=0.0) == 1
+    assert await conn.fetchval(
+        "SELECT count(*) FROM attachment_texts WHERE status = 'pending'") == 2
+    assert await drained(pool, seconds=60.0) == 2
