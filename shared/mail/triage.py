@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -227,6 +228,24 @@ def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -
         attachments=[(a.filename, a.content_type) for a in parsed.attachments], trust=trust)
 
 
+#: Invisible characters a writer can put inside a word to break a pattern that names it
+#: ("Ig\u200bnore", "ceo@pylota\u200b.example"): format characters (Unicode category Cf) and
+#: the soft hyphen.
+_INVISIBLE = dict.fromkeys(
+    [0xAD, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070),
+     0xFEFF], None)
+
+
+def _plain(text: str) -> str:
+    """``text`` as triage's patterns read it: invisible characters dropped and compatibility
+    forms folded (NFKC: a no-break space is a space, a fullwidth ＠ an @), so a character that
+    looks like nothing or like another does not hide a word from them (found by an attack).
+    ASCII text is returned as it is."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", text.translate(_INVISIBLE))
+
+
 def _header(fields: dict[str, list[str]], name: str) -> list[str]:
     return [v.strip().lower() for v in fields.get(name, ())]
 
@@ -283,9 +302,9 @@ def draft_of(msg: TriageInput) -> TriageDraft:
     """The trust-free part of :func:`triage` for ``msg`` (whose ``trust`` is not read). Pure;
     never raises."""
     fields = _by_name(msg.headers)
-    text = msg.text[:TEXT_CHARS]
-    msg = dataclasses.replace(msg, subject=msg.subject[:FIELD_CHARS],
-                              from_name=(msg.from_name or "")[:FIELD_CHARS] or None)
+    text = _plain(msg.text[:TEXT_CHARS])
+    msg = dataclasses.replace(msg, subject=_plain(msg.subject[:FIELD_CHARS]),
+                              from_name=_plain((msg.from_name or "")[:FIELD_CHARS]) or None)
     listed = any(_header(fields, name) for name in _DISCUSSION_HEADERS) or (
         "list" in _header(fields, "precedence"))
     # A List-Id without List-Post is an announcement list: one sender, many readers.
