@@ -387,3 +387,11 @@ def test_an_encoded_line_break_in_a_display_name_or_subject_forges_nothing() -> 
     assert parsed.subject == "Hello  Bcc: x@example.com"
     assert "Subject: a line break or control character in its encoded text, made a space" \
         in parsed.defects
+
+
+def test_a_utf8_address_of_smtputf8_mail_is_kept() -> None:
+    """RFC 6532 lets a message carry UTF-8 addr-specs (the SMTP listener advertises SMTPUTF8);
+    the sender was dropped as "not an address" (found by an attack)."""
+    parsed = parse_message("From: Jösé <jösé@exämple.test>\r\nTo: desk@acme.example\r\n"
+                           "Subject: hi\r\n\r\nbody\r\n".encode())
+    assert parsed.from_ == Address(address="jösé@exämple.test", name="Jösé")
