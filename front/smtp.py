@@ -331,6 +331,8 @@ class _Handler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         ip = session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
+        # aiosmtpd gives the null reverse-path of MAIL FROM:<> as "<>"
+        mail_from = "" if envelope.mail_from in (None, "", "<>") else envelope.mail_from
         if self.checking.get(ip, 0) >= MAX_CHECKS_PER_CLIENT:
             return "451 4.7.0 Too many messages from this client at once, try again later"
         self.checking[ip] = self.checking.get(ip, 0) + 1
@@ -338,8 +340,7 @@ class _Handler:
             results = await asyncio.get_running_loop().run_in_executor(
                 self.checks, functools.partial(
                     authentication_results, raw, authserv_id=self.authserv_id, ip=ip,
-                    helo=session.host_name, mail_from=envelope.mail_from,
-                    resolver=self.resolver))
+                    helo=session.host_name, mail_from=mail_from, resolver=self.resolver))
         finally:
             self.checking[ip] -= 1
             if not self.checking[ip]:
@@ -357,7 +358,11 @@ class _Handler:
                     outcome, _ = await ingest_raw(conn, self.redis, identity_id, stored,
                                                   original=raw, trust_policy=self.trust_policy,
                                                   namespace=self.namespace, arrived=True)
-                    bounced = await absorb_report(conn, identity_id, stored)
+                    # A DSN is sent with the null reverse-path (RFC 5321 section 4.5.5); a
+                    # "report" from an ordinary sender, such as another recipient of the same
+                    # message, suppressed whoever it named (found by an attack).
+                    bounced = await absorb_report(conn, identity_id, stored) \
+                        if not mail_from else 0
                 log.info("smtp_received", identity_id=identity_id, message_id=outcome.message_id,
                          duplicate=outcome.duplicate, bounces=bounced)
         except (asyncpg.PostgresError, OSError, RedisError, PylotaError) as exc:

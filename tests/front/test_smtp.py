@@ -254,6 +254,13 @@ async def test_a_bounce_received_marks_the_recipient_and_suppresses_it(listener:
             assert await deliver_due(listener.pool, relay.config()) == 1
     report = dsn().replace(b"<abc@acme.example>", f"<{sent.message.message_id}>".encode())
     async with asyncio.timeout(WAIT):
+        # the same report from an ordinary sender (another recipient, say) changes nothing
+        await asyncio.to_thread(listener.send, report, [DESK], mail_from="jo@client.example")
+    async with listener.pool.acquire() as conn:
+        assert (await delivery_of(conn, sent.message.id)).status == "sent"
+        assert await suppressed(conn, listener.desk.tenant_id, ["gone@client.example"]) == set()
+        await conn.execute("DELETE FROM messages WHERE direction = 'inbound'")
+    async with asyncio.timeout(WAIT):
         await asyncio.to_thread(listener.send, report, [DESK], mail_from="")
     async with listener.pool.acquire() as conn:
         delivery = await delivery_of(conn, sent.message.id)
@@ -263,6 +270,10 @@ async def test_a_bounce_received_marks_the_recipient_and_suppresses_it(listener:
             "gone@client.example"}
         # the report itself is mail in the mailbox too
         assert await conn.fetchval("SELECT count(*) FROM messages WHERE direction = 'inbound'") == 1
+        # MAIL FROM:<> (aiosmtpd says "<>"): SPF checked the HELO name (RFC 7208 section 2.3)
+        raw = await conn.fetchval("SELECT raw FROM raw_messages r JOIN messages m"
+                                  " ON m.id = r.message_id WHERE m.direction = 'inbound'")
+        assert "smtp.helo=mta.sender.example" in results_of(raw)[0]
 
 
 async def test_a_reply_threads_by_references_in_both_mailboxes(
