@@ -23,9 +23,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from email.errors import HeaderParseError
-from email.header import decode_header
 
 from shared.errors import invalid
 
@@ -35,7 +35,7 @@ __all__ = ["plain_text", "inert", "hides_a_break"]
 _UNICODE_BREAKS = "\x85\u2028\u2029"
 # Any encoded word, even without the white space RFC 2047 asks around it: the email package's
 # parsers are lenient in places (inside a quoted display name or filename).
-_ENCODED_WORD = re.compile(r"=\?[^?\s]*\?[bBqQ]\?[^?]*\?=")
+_ENCODED_WORD = re.compile(r"=\?[^?\s]*\?([bBqQ])\?([^?]*)\?=")
 
 
 def _control(ch: str) -> bool:
@@ -43,18 +43,30 @@ def _control(ch: str) -> bool:
 
 
 def hides_a_break(value: str) -> bool:
-    """Whether an encoded word in ``value`` decodes to a line break or another control
-    character."""
-    for word in _ENCODED_WORD.findall(value):
-        try:
-            decoded = "".join(part.decode(charset or "ascii", "replace")
-                              if isinstance(part, bytes) else part
-                              for part, charset in decode_header(word))
-        except (HeaderParseError, LookupError, ValueError):
-            continue  # not decodable: the email package leaves it as it is
-        if any(_control(ch) for ch in decoded):
+    """Whether an encoded word in ``value`` may decode to a line break or another control
+    character, whatever its charset says: the email package decodes a word of an unknown
+    charset (``=?x-unknown?q?=0D=0A?=``) or with an RFC 2231 language (``=?utf-8*en?…``) too,
+    so the words' bytes are read here directly, and a word whose bytes cannot be read counts
+    as hiding one (found by an attack on the first version, which skipped them)."""
+    for word in _ENCODED_WORD.finditer(value):
+        data = _word_bytes(word.group(1), word.group(2))
+        if data is None or any(b < 32 and b != 9 or b == 127 for b in data):
             return True
+        for charset in ("utf-8", "latin-1"):
+            if any(_control(ch) for ch in data.decode(charset, "ignore")):
+                return True
     return False
+
+
+def _word_bytes(encoding: str, text: str) -> bytes | None:
+    """The bytes an encoded word's text stands for (RFC 2047 section 4), None when unreadable."""
+    try:
+        if encoding in "bB":
+            return base64.b64decode(text + "=" * (-len(text) % 4))
+        return re.sub(rb"=([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                      text.replace("_", " ").encode("latin-1"))
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        return None
 
 
 def plain_text(path: str, value: str) -> str:

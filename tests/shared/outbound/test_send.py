@@ -276,12 +276,16 @@ def _field_names(raw: bytes) -> list[str]:
 @pytest.mark.parametrize("arguments", [
     {"subject": f"Invoice {INJECTED}"},
     {"subject": "Invoice \u2028Bcc: x@example.com"},
+    # charsets the decoder does not know are decoded by the email package all the same
+    {"subject": "Invoice =?x-unknown?q?=0D=0AX-Injected:_yes?="},
+    {"subject": "Invoice =?utf-8*en?q?=0D=0AX-Injected:_yes?="},
     {"to": [{"address": "jo@example.com", "name": f"Jo {INJECTED}"}]},
     {"headers": {"X-Ref": f"A {INJECTED}"}},
     {"headers": {"Organization": "Acme\u2029Inc"}},
     {"attachments": [{"filename": f"a.pdf {INJECTED}", "content_type": "application/pdf",
                       "content_base64": base64.b64encode(PDF).decode()}]},
-], ids=["subject", "subject-u2028", "name", "x-header", "header-u2029", "filename"])
+], ids=["subject", "subject-u2028", "subject-unknown-charset", "subject-language", "name",
+        "x-header", "header-u2029", "filename"])
 async def test_a_line_break_hidden_in_a_send_is_refused_naming_the_field(pool, conn, sender,
                                                                         arguments):
     """Python 3.11 before 3.11.10 writes a decoded encoded word's line break into the header
@@ -315,6 +319,12 @@ async def test_replying_to_and_forwarding_a_strangers_hostile_mail_injects_nothi
               b"Date: Mon, 02 Nov 2026 11:00:00 +0000\r\nMessage-ID: <crlf@example.com>\r\n\r\n"
               b"Hi.\r\n")
     second, _ = await ingest_raw(conn, None, sender.identity_id, broken)
+    unknown = "Invoice =?x-unknown?q?4471=0D=0AX-Injected:_yes?="
+    third, _ = await ingest_raw(conn, None, sender.identity_id, (
+        f"From: Jo <jo@example.com>\r\nTo: {OWN}\r\nSubject: =?utf-8?b?"
+        f"{base64.b64encode(unknown.encode()).decode()}?=\r\n"
+        "Date: Mon, 02 Nov 2026 12:00:00 +0000\r\nMessage-ID: <unknown@example.com>\r\n\r\n"
+        "Hi.\r\n").encode())
     sent = [await reply_message(pool, None, sender, ReplyRequest(
                 message_id=parent.message_id, idempotency_key="h-1", text="Received.")),
             await forward_message(pool, None, sender, ForwardRequest(
@@ -322,7 +332,9 @@ async def test_replying_to_and_forwarding_a_strangers_hostile_mail_injects_nothi
             await reply_message(pool, None, sender, ReplyRequest(
                 message_id=second.message_id, idempotency_key="h-3", text="Hi.")),
             await forward_message(pool, None, sender, ForwardRequest(
-                message_id=second.message_id, idempotency_key="h-4", to=["bo@example.net"]))]
+                message_id=second.message_id, idempotency_key="h-4", to=["bo@example.net"])),
+            await reply_message(pool, None, sender, ReplyRequest(
+                message_id=third.message_id, idempotency_key="h-5", text="Hi."))]
     for done in sent:
         raw = await raw_of(conn, done.message.id)
         assert raw is not None
