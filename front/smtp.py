@@ -177,6 +177,7 @@ def _txt_function(resolver: Resolver) -> Callable[..., str | None]:
 
 
 _DKIM_FIELD = re.compile(rb"^DKIM-Signature:", re.IGNORECASE | re.MULTILINE)
+_BARE_CR = re.compile(rb"\r(?!\n)")
 
 
 def authentication_results(raw: bytes, *, authserv_id: str, ip: str, helo: str | None,
@@ -259,7 +260,9 @@ def _head_and_rest(raw: bytes) -> tuple[bytes, bytes]:
 
 def without_our_results(raw: bytes, authserv_id: str) -> bytes:
     """``raw`` without the Authentication-Results fields that claim ``authserv_id`` (RFC 8601
-    section 5: a receiver removes those it did not add, or they could be forged). Other fields
+    section 5: a receiver removes those it did not add, or they could be forged), and without
+    those holding bytes outside ASCII, which a reader decoding them otherwise could take for
+    ours (a leading 0xA0 is a no-break space in windows-1252: found by an attack). Other fields
     and the body are left byte for byte."""
     head, rest = _head_and_rest(raw)
     fields: list[bytes] = []
@@ -272,8 +275,9 @@ def without_our_results(raw: bytes, authserv_id: str) -> bytes:
     kept = []
     for field in fields:
         name, _, value = field.partition(b":")
-        if name.strip().lower() == b"authentication-results" and _claims(value, ours):
-            continue
+        if name.strip().lower() == b"authentication-results" and (
+                not value.isascii() or _claims(value, ours)):
+            continue  # ours, or one that other readers could read as ours (a 0xA0 before it)
         kept.append(field)
     return b"".join(kept) + rest
 
@@ -333,6 +337,10 @@ class _Handler:
         ip = session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
         # aiosmtpd gives the null reverse-path of MAIL FROM:<> as "<>"
         mail_from = "" if envelope.mail_from in (None, "", "<>") else envelope.mail_from
+        if _BARE_CR.search(_head_and_rest(raw)[0]):
+            # dkimpy reads a bare CR as part of a line, the email package as a line break:
+            # fields hidden that way were shown unsigned under a DKIM pass (found by an attack)
+            return "550 5.6.0 A bare CR in the header: lines must end with CRLF (RFC 5322 2.3)"
         if self.checking.get(ip, 0) >= MAX_CHECKS_PER_CLIENT:
             return "451 4.7.0 Too many messages from this client at once, try again later"
         self.checking[ip] = self.checking.get(ip, 0) + 1

@@ -119,9 +119,12 @@ def _pairs(text: str) -> list[tuple[str, str]]:
 def parse_auth_results(value: str) -> AuthResults | None:
     """Parse one field's value (RFC 8601 section 2.2), leniently: a resinfo that is not
     ``method=result`` is skipped. Returns None when there is no authserv-id."""
-    parts = _split(_without_comments(value))
+    bare = _without_comments(value)
+    parts = _split(bare)
     head = parts[0].split()
-    if not head or not _TOKEN.fullmatch(head[0]):
+    # An authserv-id is ASCII, and so is what surrounds it: a no-break space before it is not
+    # white space to every reader (found by an attack).
+    if not head or not bare.split(";", 1)[0].isascii() or not _TOKEN.fullmatch(head[0]):
         return None
     results = []
     for part in parts[1:]:

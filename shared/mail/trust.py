@@ -37,6 +37,7 @@ away since would make a good signature look unverifiable).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -73,8 +74,9 @@ FLAGS: dict[str, str] = {
     "first_contact": "no mail was exchanged with this address before, and the mailbox never "
                      "wrote to it",
     "lookalike_domain": "the sender's domain imitates the mailbox's own domain or one it wrote to",
-    "duplicate_fields": "From or Subject appears more than once (RFC 5322 allows one): what is "
-                        "shown may not be what was signed, so the message is not authenticated",
+    "duplicate_fields": "From or Subject appears more than once (RFC 5322 allows one), or a bare "
+                        "CR splits the header: what is shown may not be what was signed, so "
+                        "the message is not authenticated",
 }
 #: Fields RFC 5322 section 3.6 allows once, whose second copy could hide an unsigned one: a DKIM
 #: verifier signs the last copy (RFC 6376 section 5.4.2), readers show the first.
@@ -201,10 +203,21 @@ def authentication_from(headers: Sequence[tuple[str, str]], from_address: str | 
         auth = Authentication(verdict="none", flags=[], details={"source": None})
     names = [n.lower() for n, _ in headers]
     if any(names.count(n) > 1 for n in _ONCE):
-        return Authentication(verdict="fail" if auth.verdict == "fail" else "none",
-                              flags=_ordered([*auth.flags, "duplicate_fields"]),
-                              details=auth.details)
+        return _unauthenticated(auth)
     return auth
+
+
+def _unauthenticated(auth: Authentication) -> Authentication:
+    return Authentication(verdict="fail" if auth.verdict == "fail" else "none",
+                          flags=_ordered([*auth.flags, "duplicate_fields"]), details=auth.details)
+
+
+_BARE_CR = re.compile(rb"\r(?!\n)")
+
+
+def _head_end(raw: bytes) -> int:
+    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
+    return min(ends) if ends else len(raw)
 
 
 async def authenticate(raw: bytes, headers: Sequence[tuple[str, str]], from_address: str | None,
@@ -216,7 +229,12 @@ async def authenticate(raw: bytes, headers: Sequence[tuple[str, str]], from_addr
     if policy.resolver is not None and not policy.trusted_block(headers):
         if any(n.lower() == "dkim-signature" for n, _ in headers):
             dkim = await verify_dkim(raw, policy.resolver)
-    return authentication_from(headers, from_address, policy, dkim)
+    auth = authentication_from(headers, from_address, policy, dkim)
+    if _BARE_CR.search(raw[:_head_end(raw)]):
+        # dkimpy reads a bare CR as part of a line, the email package as a line break: a From
+        # or Subject hidden behind one is shown, unsigned, beside the signed one it hides
+        return _unauthenticated(auth)
+    return auth
 
 
 async def correspondence_of(conn: asyncpg.Connection, identity_id: str,

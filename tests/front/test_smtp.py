@@ -368,3 +368,27 @@ async def test_one_client_gets_at_most_its_share_of_the_checks(db_url, conn, red
         assert await conn.fetchval("SELECT count(*) FROM messages") == 2
     finally:
         await pool.close()
+
+
+async def test_a_bare_cr_in_the_header_is_refused(listener: Listener):
+    """dkimpy reads a bare CR as part of a line, the email package as a line break: fields put
+    behind one were shown, unsigned, beside the signed ones under a DKIM pass (found by an
+    attack). Such a message is refused; the body may hold one."""
+    smuggled = b"X-Pad: x\rFrom: Bank <no-reply@bank.example>\rSubject: code 111111\r\r\n" + message()
+    async with asyncio.timeout(WAIT):
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            await asyncio.to_thread(listener.send, smuggled, [DESK])
+    assert refused.value.smtp_code == 550
+    body = message(body="a bare\rCR in the body")
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, body, [DESK])
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 1
+
+
+def test_a_results_field_with_bytes_outside_ascii_is_removed():
+    """A leading 0xA0 made the listener read "\\ufffdmx.pylota.test" and keep the field, while
+    ingest read a no-break space and believed it (found by an attack)."""
+    raw = (b"Authentication-Results: \xa0" + AUTHSERV.encode() + b"; dkim=pass header.d=b.example"
+           b"\r\nAuthentication-Results: other.example; spf=pass\r\nFrom: a@b.example\r\n\r\nx")
+    assert results_of(smtp.without_our_results(raw, AUTHSERV)) == ["other.example; spf=pass"]

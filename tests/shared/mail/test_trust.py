@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from shared.ingest.pipeline import ingest_raw
+from shared.mail.auth_results import parse_auth_results
 from shared.mail.judged import Trust
 from shared.mail.trust import FLAGS, TrustPolicy, trust_of
 from shared.ingest.reindex import reindex
@@ -224,3 +225,18 @@ async def test_mail_arriving_from_outside_in_the_mailboxs_own_name_is_not_its_ow
                                                              subject="from my sent folder"))
     assert await conn.fetchval("SELECT direction FROM messages WHERE id = $1",
                                sent.message_id) == "outbound"
+
+
+async def test_a_bare_cr_in_the_header_is_never_authenticated(conn, identity_id) -> None:
+    """Fields behind a bare CR are read by the email package and not by dkimpy: what is shown
+    may not be what was signed (found by an attack, through the listener; an import too)."""
+    signed = results("dkim=pass header.d=acme.example; dmarc=pass header.from=acme.example")
+    raw = b"X-Pad: x\rSubject: code 111111\r\r\n" + eml(top=signed)
+    outcome, _ = await ingest_raw(conn, None, identity_id, raw, trust_policy=POLICY)
+    trust = (await trust_of(conn, [outcome.message_id]))[outcome.message_id]
+    assert trust.verdict == "none" and "duplicate_fields" in trust.flags
+
+
+def test_an_authserv_id_among_bytes_outside_ascii_is_no_id() -> None:
+    assert parse_auth_results(f"\u00a0{OURS}; dkim=pass") is None
+    assert parse_auth_results(f"{OURS}; dkim=pass").authserv_id == OURS
