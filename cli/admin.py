@@ -550,7 +550,8 @@ def reindex(identity: str | None, as_json: bool) -> None:
             identity_id = (None if identity is None
                            else (await tenancy.resolve_identity(conn, identity)).id)
             return await rederive(conn, identity_id,
-                                  trust_policy=TrustPolicy.from_settings(settings))
+                                  trust_policy=TrustPolicy.from_settings(settings),
+                                  listener_id=settings.pm_api_host)
         finally:
             await conn.close()
 

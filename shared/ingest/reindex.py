@@ -8,6 +8,8 @@ before attachment text existed); the batch workers extract them (``shared.extrac
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncpg
 import msgspec
 
@@ -18,7 +20,8 @@ from shared.mail.store import stored_contents
 from shared.mail.triage import (Triage, TriageInput, categories_of, judged_text, save_triage,
                                  triage)
 from shared.mail.trust import (
-    Correspondence, Trust, TrustPolicy, checked_dkim, correspondence_of, rejudge, save_trust,
+    Correspondence, Trust, TrustPolicy, checked_dkim, correspondence_of, judged_by, rejudge,
+    save_trust,
 )
 
 __all__ = ["reindex", "Reindexed"]
@@ -39,11 +42,14 @@ class Reindexed(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
-                  trust_policy: TrustPolicy = TrustPolicy()) -> Reindexed:
+                  trust_policy: TrustPolicy = TrustPolicy(),
+                  listener_id: str | None = None) -> Reindexed:
     """Extract references, trust and triage again for every message (of ``identity_id``, or
     all), in one transaction. Reference rows already stored are kept; trust and triage are
     replaced. ``trust_policy`` is ingest's (``shared.mail.trust``): DKIM checks made at ingest
-    are kept, signed mail never checked is verified when it has a resolver."""
+    are kept, signed mail never checked is verified when it has a resolver. ``listener_id`` is
+    our SMTP listener's authserv-id: its field is believed again only for the messages whose
+    verdict came from it at ingest (``shared.mail.trust.judged_by``), never for others."""
     count = changed = 0
     patterns: dict[str, dict[str, str]] = {}
     known: dict[str, Correspondence] = {}
@@ -51,6 +57,8 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
         refs_before = await count_refs(conn, identity_id)
         before = await categories_of(conn, identity_id)
         checked = await checked_dkim(conn, identity_id)
+        heard = await judged_by(conn, identity_id, listener_id) if listener_id else set()
+        listened = dataclasses.replace(trust_policy, own_authserv_id=listener_id)
         pending: dict[str, list[tuple[str, Trust, dict, Triage]]] = {}
         async for msg in stored_contents(conn, identity_id, text_chars=TEXT_CHARS):
             idn = msg.identity_id
@@ -58,7 +66,8 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
                 patterns[idn] = await identity_patterns(conn, idn)
                 known[idn] = await correspondence_of(conn, idn, None)
             await save_refs(conn, idn, msg.id, extract_refs(msg.subject, msg.text, patterns[idn]))
-            trust, details = await rejudge(conn, msg, trust_policy, known[idn], checked)
+            trust, details = await rejudge(conn, msg, listened if msg.id in heard
+                                           else trust_policy, known[idn], checked)
             result = triage(TriageInput(
                 subject=msg.subject, from_address=msg.from_address, from_name=msg.from_name,
                 reply_to=msg.reply_to, headers=msg.headers,

@@ -57,7 +57,7 @@ from shared.tenancy.store import identity_addresses
 
 __all__ = ["FLAGS", "VERDICTS", "Trust", "TrustPolicy", "Authentication", "Correspondence",
            "authenticate", "authentication_from", "judge", "correspondence_of", "assess",
-           "save_trust", "trust_of", "checked_dkim", "rejudge", "TRUST_COLUMN", "trust_from"]
+           "save_trust", "trust_of", "checked_dkim", "judged_by", "rejudge", "TRUST_COLUMN", "trust_from"]
 
 #: Verdicts, and what each means.
 VERDICTS: dict[str, str] = {
@@ -97,15 +97,15 @@ class TrustPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TrustPolicy:
-        """The policy of a deployment: ``PM_TRUSTED_AUTHSERV_IDS``, our own SMTP listener's id
-        (``PM_API_HOST``, what ``pylota smtp`` writes by default) where the listener writes it,
-        and the DNS for DKIM keys unless ``PM_DKIM_VERIFY`` is off. Build it once per process:
-        the resolver caches."""
+        """The policy of a deployment for mail that did not come through our own listener
+        (``pylota import``): ``PM_TRUSTED_AUTHSERV_IDS`` and the DNS for DKIM keys unless
+        ``PM_DKIM_VERIFY`` is off, never the listener's own id (an imported message carrying
+        it at its top was believed: found by an attack). The listener adds its id itself.
+        Build it once per process: the resolver caches."""
         trusted = {i.strip().lower() for i in settings.pm_trusted_authserv_ids.split(",")
                    if i.strip()}
         return cls(trusted_authserv_ids=frozenset(trusted),
-                   resolver=DnsResolver() if settings.pm_dkim_verify else None,
-                   own_authserv_id=settings.pm_api_host.lower())
+                   resolver=DnsResolver() if settings.pm_dkim_verify else None)
 
     def trusted_block(self, headers: Sequence[tuple[str, str]]) -> list[AuthResults]:
         """The Authentication-Results fields this policy believes in ``headers``."""
@@ -310,6 +310,18 @@ async def trust_of(conn: asyncpg.Connection, message_ids: list[str]) -> dict[str
         " WHERE message_id = any($1::text[])", message_ids)
     return {r["message_id"]: Trust(verdict=r["verdict"], known_sender=r["known_sender"],
                                    flags=list(r["flags"])) for r in rows}
+
+
+async def judged_by(conn: asyncpg.Connection, identity_id: str | None, authserv_id: str
+                    ) -> set[str]:
+    """Messages of ``identity_id`` (or of all identities) whose stored verdict came from
+    Authentication-Results written by ``authserv_id``: for ``pylota reindex``, the mail our own
+    listener judged, whose field it may believe again (and no imported mail's)."""
+    rows = await conn.fetch(
+        "SELECT message_id FROM message_trust WHERE ($1::text IS NULL OR identity_id = $1)"
+        " AND details->>'source' = 'authentication-results' AND details->>'authserv_id' = $2",
+        identity_id, authserv_id.lower())
+    return {r["message_id"] for r in rows}
 
 
 async def checked_dkim(conn: asyncpg.Connection, identity_id: str | None

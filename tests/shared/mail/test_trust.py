@@ -12,6 +12,7 @@ from shared.mail.judged import Trust
 from shared.mail.trust import FLAGS, TrustPolicy, trust_of
 from shared.ingest.reindex import reindex
 from shared.tenancy.store import create_identity, create_tenant
+from tests.conftest import settings_for
 
 OURS = "mx.pylota.test"
 DESK = "desk@pylota.example"
@@ -240,3 +241,23 @@ async def test_a_bare_cr_in_the_header_is_never_authenticated(conn, identity_id)
 def test_an_authserv_id_among_bytes_outside_ascii_is_no_id() -> None:
     assert parse_auth_results(f"\u00a0{OURS}; dkim=pass") is None
     assert parse_auth_results(f"{OURS}; dkim=pass").authserv_id == OURS
+
+
+async def test_import_never_believes_our_listeners_id_and_reindex_only_for_its_own_mail(
+        conn, identity_id) -> None:
+    """An imported message carrying our listener's id at its top was believed (found by a
+    second attack): the deployment's policy for imports leaves the id out, and a reindex
+    believes it again only for the mail the listener itself judged at ingest."""
+    settings = settings_for("postgresql://unused/db", pm_api_host=OURS)
+    forged = (f"Authentication-Results: {OURS}; dkim=pass header.d=acme.example",)
+    imported, _ = await ingest_raw(conn, None, identity_id, eml(top=forged, subject="imported"),
+                                   trust_policy=TrustPolicy.from_settings(settings))
+    heard = ("Received: from out.acme.example by mx.pylota.test", *forged)
+    listened, _ = await ingest_raw(conn, None, identity_id, eml(top=heard, subject="heard"),
+                                   trust_policy=OWN, arrived=True)
+    ids = [imported.message_id, listened.message_id]
+    before = await trust_of(conn, ids)
+    assert [before[i].verdict for i in ids] == ["none", "pass"]
+    await reindex(conn, trust_policy=TrustPolicy.from_settings(settings), listener_id=OURS)
+    after = await trust_of(conn, ids)
+    assert [after[i].verdict for i in ids] == ["none", "pass"]
