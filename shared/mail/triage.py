@@ -228,22 +228,27 @@ def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -
         attachments=[(a.filename, a.content_type) for a in parsed.attachments], trust=trust)
 
 
-#: Invisible characters a writer can put inside a word to break a pattern that names it
-#: ("Ig\u200bnore", "ceo@pylota\u200b.example"): format characters (Unicode category Cf) and
-#: the soft hyphen.
-_INVISIBLE = dict.fromkeys(
-    [0xAD, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070),
-     0xFEFF], None)
+#: Characters a writer can put inside a word to break a pattern that names it ("Ig\u200bnore",
+#: "ceo@pylota\u200b.example") while readers see nothing: the format characters (Unicode
+#: category Cf, tags included), combining marks left over once NFKC has composed what it can
+#: (the grapheme joiner, variation selectors, stray accents), and the blank fillers (Hangul,
+#: Braille). Two attacks found these one range at a time.
+_INVISIBLE = re.compile(
+    "[\u00ad\u0300-\u036f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u17b4\u17b5\u180b-\u180f\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u20d0-\u20ff\u2800\u3164\ufe00-\ufe0f\ufe20-\ufe2f\ufeff\uffa0"
+    "\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 
 
 def _plain(text: str) -> str:
-    """``text`` as triage's patterns read it: invisible characters dropped and compatibility
-    forms folded (NFKC: a no-break space is a space, a fullwidth ＠ an @), so a character that
-    looks like nothing or like another does not hide a word from them (found by an attack).
-    ASCII text is returned as it is."""
+    """``text`` as triage's patterns read it: compatibility forms folded (NFKC: a no-break space
+    is a space, a fullwidth ＠ an @, a letter and its accent one letter) and what is left
+    invisible dropped (:data:`_INVISIBLE`), so a character that looks like nothing or like
+    another does not hide a word from them. ASCII text is returned as it is. Look-alike
+    letters of other scripts (a Cyrillic о) are not mapped."""
     if text.isascii():
         return text
-    return unicodedata.normalize("NFKC", text.translate(_INVISIBLE))
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
 
 
 def _header(fields: dict[str, list[str]], name: str) -> list[str]:
