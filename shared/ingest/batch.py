@@ -55,8 +55,8 @@ async def ingest_batch(conn: asyncpg.Connection, redis: Redis | None, identity_i
     Raises:
         asyncpg.PostgresError: the database refused something; nothing of the batch is stored.
     """
-    auths = [await authenticate(raw, p.parsed.headers, _sender(p), trust_policy)
-             for raw, p in batch]
+    auths = [await authenticate(raw, p.parsed.headers, _sender(p), trust_policy,
+                                defects=p.parsed.defects) for raw, p in batch]
     async with conn.transaction():
         # insert_messages takes the lock too; taking it first keeps the contacts read below
         # and the writes of the batch one consistent view.

@@ -67,7 +67,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
     parsed = prepared.parsed
     defects = list(parsed.defects)
     sender = parsed.from_.address if parsed.from_ else None
-    auth = await authenticate(raw, parsed.headers, sender, trust_policy)
+    auth = await authenticate(raw, parsed.headers, sender, trust_policy, defects=parsed.defects)
     # One commit for the message and its search index: half the fsyncs of an import.
     async with conn.transaction():
         try:

@@ -184,6 +184,8 @@ def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bo
     defects = _Defects()
     for text in found:
         defects.add(text)
+    if _BARE_CR.search(raw, 0, _header_end(raw)):
+        defects.add(BARE_CR_DEFECT)
     for part in msg.walk() if not headers_only else [msg]:
         for defect in part.defects:
             defects.add(_describe(defect))
@@ -246,6 +248,18 @@ def _describe(defect: Exception) -> str:
 
 
 # Headers ---------------------------------------------------------------------------------------
+
+#: The defect of a header holding a CR not followed by LF: the email package ends a line there,
+#: a DKIM verifier does not, so fields behind it are read by one and not the other
+#: (``shared.mail.trust`` never authenticates such a message).
+BARE_CR_DEFECT = "header: a bare CR (a line break only some readers see)"
+_BARE_CR = re.compile(rb"\r(?!\n)")
+
+
+def _header_end(raw: bytes) -> int:
+    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
+    return min(ends) if ends else len(raw)
+
 
 
 #: Fields read as compat32 whatever their length: msg-ids hold no encoded-words (RFC 2047

@@ -454,6 +454,7 @@ class StoredContent(msgspec.Struct, frozen=True, kw_only=True):
     attachments: list[tuple[str | None, str]]
     answers: bool
     outbound: bool
+    defects: list[str]
 
 
 async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, text_chars: int
@@ -465,7 +466,7 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
             """SELECT m.id, m.identity_id, coalesce(m.sent_at, m.received_at) AS date, m.subject, m.from_address, m.from_name, m.reply_to,
                       m.headers, left(m.text, $2) AS text, left(m.new_text, $2) AS new_text,
                       (m.in_reply_to <> '{}' OR m."references" <> '{}') AS answers,
-                      m.direction = 'outbound' AS outbound,
+                      m.direction = 'outbound' AS outbound, m.parse_defects,
                       coalesce((SELECT jsonb_agg(jsonb_build_array(a.filename, a.content_type)
                                                  ORDER BY a.part_index)
                                 FROM attachments a WHERE a.message_id = m.id), '[]') AS atts
@@ -477,7 +478,8 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
             reply_to=[a["address"] for a in row["reply_to"]],
             headers=[(h[0], h[1]) for h in row["headers"]], text=row["text"],
             new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]],
-            answers=row["answers"], outbound=row["outbound"])
+            answers=row["answers"], outbound=row["outbound"],
+            defects=list(row["parse_defects"] or []))
 
 
 class Outline(msgspec.Struct, frozen=True, kw_only=True):

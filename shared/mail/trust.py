@@ -37,7 +37,6 @@ away since would make a good signature look unverifiable).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +50,7 @@ from shared.mail.auth_results import AuthResults, trusted_results
 from shared.mail.contacts import Contact, contacts_by_address, written_domains
 from shared.mail.domains import domain_of, lookalike_of, organizational_domain
 from shared.mail.judged import Trust, Verdict
+from shared.mail.parse import BARE_CR_DEFECT
 from shared.mail.signatures import DkimCheck, DnsResolver, TxtResolver, verify_dkim
 from shared.mail.store import StoredContent, raw_message
 from shared.tenancy.store import identity_addresses
@@ -212,16 +212,9 @@ def _unauthenticated(auth: Authentication) -> Authentication:
                           flags=_ordered([*auth.flags, "duplicate_fields"]), details=auth.details)
 
 
-_BARE_CR = re.compile(rb"\r(?!\n)")
-
-
-def _head_end(raw: bytes) -> int:
-    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
-    return min(ends) if ends else len(raw)
-
 
 async def authenticate(raw: bytes, headers: Sequence[tuple[str, str]], from_address: str | None,
-                       policy: TrustPolicy) -> Authentication:
+                       policy: TrustPolicy, *, defects: Sequence[str] = ()) -> Authentication:
     """Step 1 of the module docstring for one raw message. Looks DKIM keys up (only when no
     trusted Authentication-Results field decides, the message is signed, and the policy has a
     resolver); run it outside any transaction. Never raises for bad mail or a failing DNS."""
@@ -230,7 +223,7 @@ async def authenticate(raw: bytes, headers: Sequence[tuple[str, str]], from_addr
         if any(n.lower() == "dkim-signature" for n, _ in headers):
             dkim = await verify_dkim(raw, policy.resolver)
     auth = authentication_from(headers, from_address, policy, dkim)
-    if _BARE_CR.search(raw[:_head_end(raw)]):
+    if BARE_CR_DEFECT in defects:
         # dkimpy reads a bare CR as part of a line, the email package as a line break: a From
         # or Subject hidden behind one is shown, unsigned, beside the signed one it hides
         return _unauthenticated(auth)
@@ -354,5 +347,7 @@ async def rejudge(conn: asyncpg.Connection, message: StoredContent, policy: Trus
         raw = await raw_message(conn, message.id)
         dkim = await verify_dkim(raw, policy.resolver) if raw is not None else None
     auth = authentication_from(message.headers, message.from_address, policy, dkim)
+    if BARE_CR_DEFECT in message.defects:
+        auth = _unauthenticated(auth)
     return judge(auth, message.from_address, message.date, known,
                  outbound=message.outbound), auth.details

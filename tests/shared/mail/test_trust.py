@@ -236,6 +236,9 @@ async def test_a_bare_cr_in_the_header_is_never_authenticated(conn, identity_id)
     outcome, _ = await ingest_raw(conn, None, identity_id, raw, trust_policy=POLICY)
     trust = (await trust_of(conn, [outcome.message_id]))[outcome.message_id]
     assert trust.verdict == "none" and "duplicate_fields" in trust.flags
+    await reindex(conn, trust_policy=POLICY)  # and a reindex, which reads no raw bytes, agrees
+    trust = (await trust_of(conn, [outcome.message_id]))[outcome.message_id]
+    assert trust.verdict == "none" and "duplicate_fields" in trust.flags
 
 
 def test_an_authserv_id_among_bytes_outside_ascii_is_no_id() -> None:
