@@ -29,10 +29,15 @@ from tests.faults.kit import HEARTBEAT, eventually, no_traceback, stack_env, too
 MAX_JOBS = 4
 #: The seconds of each wait of the burst.
 WAIT_SECONDS = 2
-#: Bound on any call of the burst: its own wait plus 2 s. A call past capacity is refused at
-#: once; none waits in the queue for a slot (before, a burst queued past capacity and those
-#: calls ended after their turn came, or at the front's start deadline).
-BURST_END_SECONDS = WAIT_SECONDS + 2
+#: Bound on a refused call of the burst: a call past capacity is refused at once, none waits
+#: in the queue for a slot (before, a burst queued past capacity and those calls ended after
+#: their turn came, or at the front's start deadline, START_SECONDS = 5 s).
+REFUSED_SECONDS = 3
+#: Bound on an answered call: its own wait plus 4 s for the hand-over to a worker and back. A
+#: call that had queued for a slot would also be answered, which the count of answered calls
+#: (at most capacity) rules out; this bound only says none hangs. It was the wait plus 2 s
+#: for every call, which an answered wait passed once by 0.24 s in a loaded CI run.
+ANSWERED_SECONDS = WAIT_SECONDS + 4
 #: Bound on the calls of a killed worker: two heartbeats and a half, plus 2 s.
 KILLED_END_SECONDS = 2.5 * HEARTBEAT + 2
 
@@ -74,14 +79,16 @@ async def test_waits_past_capacity_end_in_bound_and_leave_nothing_queued(
         code = await wait(wire, WAIT_SECONDS)
         return code, time.monotonic() - began
 
-    async with asyncio.timeout(BURST_END_SECONDS + 10):
+    async with asyncio.timeout(ANSWERED_SECONDS + 10):
         ended = await asyncio.gather(*(timed() for _ in range(6 * MAX_JOBS)))
     kinds = Counter(code for code, _ in ended)
     assert set(kinds) <= {"ok", "unavailable"} and kinds["ok"] >= 1, kinds
     # past capacity, the rest are refused (a tie in arq's millisecond scores may admit one more)
     assert MAX_JOBS <= kinds["ok"] <= MAX_JOBS + 1, kinds
-    slowest = max(took for _, took in ended)
-    assert slowest <= BURST_END_SECONDS, f"a call ended after {slowest:.2f} s"
+    refused = max(took for code, took in ended if code != "ok")
+    assert refused <= REFUSED_SECONDS, f"a refused call ended after {refused:.2f} s"
+    answered = max(took for code, took in ended if code == "ok")
+    assert answered <= ANSWERED_SECONDS, f"an answered call ended after {answered:.2f} s"
 
     redis = own_redis.client()
     try:
