@@ -58,6 +58,7 @@ from shared.errors import PylotaError
 from shared.logs import get_logger
 from shared.ingest.pipeline import ingest_raw
 from shared.mail.auth_results import parse_auth_results
+from shared.mail.parse import bare_cr_in_header
 from shared.mail.trust import TrustPolicy
 from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
@@ -177,7 +178,6 @@ def _txt_function(resolver: Resolver) -> Callable[..., str | None]:
 
 
 _DKIM_FIELD = re.compile(rb"^DKIM-Signature:", re.IGNORECASE | re.MULTILINE)
-_BARE_CR = re.compile(rb"\r(?!\n)")
 
 
 def authentication_results(raw: bytes, *, authserv_id: str, ip: str, helo: str | None,
@@ -337,7 +337,7 @@ class _Handler:
         ip = session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
         # aiosmtpd gives the null reverse-path of MAIL FROM:<> as "<>"
         mail_from = "" if envelope.mail_from in (None, "", "<>") else envelope.mail_from
-        if _BARE_CR.search(_head_and_rest(raw)[0]):
+        if bare_cr_in_header(raw):
             # dkimpy reads a bare CR as part of a line, the email package as a line break:
             # fields hidden that way were shown unsigned under a DKIM pass (found by an attack)
             return "550 5.6.0 A bare CR in the header: lines must end with CRLF (RFC 5322 2.3)"

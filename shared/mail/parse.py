@@ -54,7 +54,8 @@ from shared.mail.model import Address, ParsedAttachment, ParsedMessage
 
 __all__ = ["CHARSET_ALIASES", "EARLIEST_DATE", "MAX_ADDRESS_CHARS", "MAX_DATE_LEAD", "MAX_HEADERS",
            "MAX_HEADER_CHARS", "MAX_MSG_IDS", "MAX_MSG_ID_CHARS", "MAX_NAME_CHARS",
-           "MAX_SUBJECT_CHARS", "PLACEHOLDER", "parse_message", "unparsed"]
+           "MAX_SUBJECT_CHARS", "PLACEHOLDER", "BARE_CR_DEFECT", "bare_cr_in_header", "parse_message",
+           "unparsed"]
 
 MAX_HEADERS = 200
 MAX_HEADER_CHARS = 2000
@@ -184,7 +185,7 @@ def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bo
     defects = _Defects()
     for text in found:
         defects.add(text)
-    if _BARE_CR.search(raw, 0, _header_end(raw)):
+    if bare_cr_in_header(raw):
         defects.add(BARE_CR_DEFECT)
     for part in msg.walk() if not headers_only else [msg]:
         for defect in part.defects:
@@ -256,9 +257,11 @@ BARE_CR_DEFECT = "header: a bare CR (a line break only some readers see)"
 _BARE_CR = re.compile(rb"\r(?!\n)")
 
 
-def _header_end(raw: bytes) -> int:
+def bare_cr_in_header(raw: bytes) -> bool:
+    """Whether the header block of ``raw`` holds a CR not followed by LF (:data:`BARE_CR_DEFECT`);
+    the SMTP listener refuses such mail."""
     ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
-    return min(ends) if ends else len(raw)
+    return _BARE_CR.search(raw, 0, min(ends) if ends else len(raw)) is not None
 
 
 
