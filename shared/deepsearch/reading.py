@@ -25,12 +25,18 @@ import msgspec
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_thread, messages_by_ids, thread_page
 
-__all__ = ["ReadMessage", "Sentence", "read_messages", "sentences_of", "MAX_THREAD_MESSAGES"]
+__all__ = ["ReadMessage", "Sentence", "read_messages", "sentences_of", "MAX_THREAD_MESSAGES",
+           "MAX_OWN_CHARS"]
 
 #: Most messages read of one thread (a 44-patch series is one thread of about 90).
 MAX_THREAD_MESSAGES = 120
 #: Longest sentence kept whole; longer ones (a paragraph without full stops) are cut.
 MAX_SENTENCE_CHARS = 400
+#: Characters of a message's own text that deep search reads (the rest is not evidence). Cutting
+#: sentences is CPU work on the worker's event loop: a 30 MB text held it for seconds past the
+#: call's budget, long enough for the front to take the worker for dead and fail its other
+#: callers' jobs. Longer than any patch description or reply of the kit's mailboxes.
+MAX_OWN_CHARS = 100_000
 
 _DIFF_START = re.compile(r"^(?:diff --git |Index: |--- a/|\+\+\+ b/|@@ )")
 _DIFFSTAT_LINE = re.compile(r"^\s*\S+\s+\|\s+(?:\d+\s*[+-]*|Bin .*)$")
@@ -48,7 +54,8 @@ _QUOTED_HEADER = re.compile(r"^\s*(?:From|Date|Sent|To|Cc|Subject):\s", re.IGNOR
 
 
 class ReadMessage(msgspec.Struct, frozen=True, kw_only=True):
-    """A message as deep search reads it: headers it may cite and its own text."""
+    """A message as deep search reads it: headers it may cite and its own text (its first
+    :data:`MAX_OWN_CHARS` characters)."""
 
     id: str
     thread_id: str
@@ -140,7 +147,7 @@ def _read(record: MessageRecord) -> ReadMessage:
         in_reply_to=tuple(record.in_reply_to), subject=record.subject,
         from_name=record.from_.name if record.from_ else None,
         from_address=record.from_.address if record.from_ else None, date=record.date,
-        own_text=record.new_text)
+        own_text=record.new_text[:MAX_OWN_CHARS])
 
 
 async def read_messages(conn: asyncpg.Connection, identity_ids: list[str],
