@@ -51,7 +51,7 @@ __all__ = ["StoreOutcome", "NewMessage", "insert_messages", "insert_message", "g
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
            "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels",
-           "update_labels", "MAX_LABELS", "THREAD_LABELS_SHOWN", "stored_bytes",
+           "update_labels", "MAX_LABELS", "THREAD_LABELS_SHOWN", "READ_TEXT_CHARS", "stored_bytes",
            "received_since"]
 
 
@@ -306,10 +306,18 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
         dedupe_raw=dedupe_raw, arrived=arrived)]))[0]
 
 
-_MESSAGE_COLUMNS = """m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
+#: Characters of a message's text and new text read into a :class:`MessageRecord`. Every
+#: result cuts them far shorter (32,000 characters in ``mail_get_message``), a reply or forward
+#: quotes at most this much of its parent, and keyword search reads its own index (the first
+#: 200,000 characters, migration 0001); the stored text stays whole. Without the cut, six
+#: calls reading one 32 MB message held 1.2 GB of the front's memory (found by an attack).
+READ_TEXT_CHARS = 1_000_000
+
+_MESSAGE_COLUMNS = f"""m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
     m."references", m.subject, m.from_address, m.from_name, m.to_addresses, m.cc_addresses,
     m.reply_to, coalesce(m.sent_at, m.received_at) AS date, m.direction, m.status, m.labels,
-    m.read, m.snippet, m.new_text, m.text, m.parse_defects, m.headers"""
+    m.read, m.snippet, left(m.new_text, {READ_TEXT_CHARS}) AS new_text,
+    left(m.text, {READ_TEXT_CHARS}) AS text, m.parse_defects, m.headers"""
 
 
 def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_text: bool,

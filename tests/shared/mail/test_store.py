@@ -123,3 +123,18 @@ async def test_direction_contacts_raw_and_attachments(conn, identity_id):
                 for r in await conn.fetch("SELECT * FROM contacts")}
     # the display name last seen wins
     assert contacts == {"bo@client.example": (1, 1, "Ann"), "ann@example.net": (0, 1, None)}
+
+
+async def test_a_huge_text_is_read_up_to_the_limit_and_kept_whole(conn, identity_id):
+    from shared.mail.store import READ_TEXT_CHARS, get_message
+
+    body = "opening words\r\n" + "lorem ipsum dolor " * (READ_TEXT_CHARS // 18 + 1000) \
+        + "\r\nzanzibarcode at the very end\r\n"
+    outcome, _ = await ingest_raw(conn, None, identity_id, eml("huge@x", "Huge", body=body))
+    record = await get_message(conn, identity_id, outcome.message_id, include_text=True)
+    assert record is not None and record.text is not None
+    assert len(record.text) == len(record.new_text) == READ_TEXT_CHARS
+    assert record.text.startswith("opening words")
+    stored = await conn.fetchval("SELECT length(text) FROM messages WHERE id = $1",
+                                 outcome.message_id)
+    assert stored > READ_TEXT_CHARS  # nothing stored is lost
