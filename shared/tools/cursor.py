@@ -40,6 +40,8 @@ class _State(msgspec.Struct, forbid_unknown_fields=True):
         # What the types cannot say and PostgreSQL would refuse mid-query: an instant outside
         # years 1-9999 once in UTC (0001-01-01T00:00:00+14:00), and a NUL in a text.
         if self.a is not UNSET:
+            if self.a.tzinfo is None:
+                raise ValueError("as_of without a zone")  # ours always carry one
             try:
                 self.a.astimezone(timezone.utc)
             except OverflowError:
@@ -49,10 +51,17 @@ class _State(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("NUL in a cursor")
 
 
-def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:
-    """Decode a cursor made by :func:`encode_cursor` for the same ``kind`` of listing.
+#: The fields each listing's cursors always carry: one without them was not made by us.
+_REQUIRED = {"thr": ("o",), "threads": ("a", "after", "f"), "search": ("o", "a", "f"),
+             "idn": ("after",), "contacts": ("o", "q")}
 
-    Returns the state as it was encoded (``a`` stays an ISO 8601 string).
+
+def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:
+    """Decode a cursor made by :func:`encode_cursor` for the same ``kind`` of listing
+    (``thr``, ``threads``, ``search``, ``idn`` or ``contacts``).
+
+    Returns the state as it was encoded (``a`` stays an ISO 8601 string), with every field of
+    :data:`_REQUIRED` for ``kind`` present.
 
     Raises:
         PylotaError: ``invalid_request`` (path ``cursor``) for anything else, edited cursors
@@ -63,7 +72,8 @@ def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:
         checked = msgspec.convert(state, _State)
     except (binascii.Error, msgspec.DecodeError, msgspec.ValidationError, ValueError):
         checked = None
-    if checked is None or checked.k != kind:
+    if checked is None or checked.k != kind or any(
+            getattr(checked, name) is UNSET for name in _REQUIRED[kind]):
         raise invalid("cursor", "This cursor is not one this listing returned.",
                       "Pass next_cursor from the previous result unchanged, or omit cursor.")
     return state

@@ -36,3 +36,30 @@ def test_anything_else_is_invalid_request_on_cursor(cursor):
         decode_cursor(cursor, "search")
     assert raised.value.code is ErrorCode.INVALID_REQUEST
     assert raised.value.details == {"path": "cursor"}
+
+
+#: A cursor of each listing as the tools encode it.
+MADE = {"thr": {"k": "thr", "o": 5},
+        "threads": {"k": "threads", "a": "2026-11-30T12:00:00+00:00", "after": "thr_1", "f": "x"},
+        "search": {"k": "search", "o": 10, "a": "2026-11-30T12:00:00+00:00", "f": "abc"},
+        "idn": {"k": "idn", "after": "idn_1"},
+        "contacts": {"k": "contacts", "q": "jo", "o": 20}}
+
+
+@pytest.mark.parametrize("kind,field", [(kind, field) for kind, state in MADE.items()
+                                        for field in state if field != "k"])
+def test_a_cursor_without_a_field_of_its_listing_is_invalid_request(kind, field):
+    # these reached the tools and failed there as internal (KeyError) until the attack report
+    assert decode_cursor(encode_cursor(MADE[kind]), kind) == MADE[kind]
+    state = {name: value for name, value in MADE[kind].items() if name != field}
+    with pytest.raises(PylotaError) as raised:
+        decode_cursor(forged(state), kind)
+    assert raised.value.code is ErrorCode.INVALID_REQUEST
+    assert raised.value.details == {"path": "cursor"}
+
+
+def test_an_instant_without_a_zone_is_invalid_request():
+    state = {**MADE["search"], "a": "2026-12-03T10:16:40"}
+    with pytest.raises(PylotaError) as raised:
+        decode_cursor(forged(state), "search")
+    assert raised.value.details == {"path": "cursor"}
