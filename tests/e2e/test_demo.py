@@ -1,0 +1,99 @@
+"""``scripts/demo``, the README's first command, as a user runs it: it says it is running only
+when its own front answers its own key (a fresh user's report of 3 December 2026: with another
+server on the port it printed a key that did not work), and it leaves nothing running when it
+fails."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REDIS_URL, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Refuses(http.server.BaseHTTPRequestHandler):
+    """Another server on the port: 401 to everything, as any Pylota front answers a strange key."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def demo(db_url: str, state: Path, port: int) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PORT": str(port), "DATABASE_URL": db_url, "REDIS_URL": REDIS_URL,
+           "PM_NAMESPACE": f"demo{uuid.uuid4().hex[:8]}", "DEMO_STATE": str(state)}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop(state: Path) -> None:
+    for pid_file in state.glob("*.pid"):
+        try:
+            os.kill(int(pid_file.read_text()), 15)
+        except ProcessLookupError:
+            pass
+
+
+async def test_demo_fails_on_a_taken_port_and_runs_on_a_free_one(db_url: str, tmp_path: Path,
+                                                                 taken_port: int) -> None:
+    state = tmp_path / "state"
+    try:
+        failed = demo(db_url, state, taken_port)
+        assert failed.returncode == 1, failed.stderr[-2000:]
+        assert "the front stopped at start" in failed.stderr
+        assert f"PORT={taken_port} may be taken" in failed.stderr
+        assert "is running" not in failed.stderr and failed.stdout == ""
+        deadline = time.monotonic() + 10
+        while any(alive(state / f"{n}.pid") for n in ("worker", "batch-worker")) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(alive(state / f"{n}.pid") for n in ("front", "worker", "batch-worker"))
+
+        port = free_port()
+        ran = demo(db_url, state, port)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        config = json.loads(ran.stdout)["mcpServers"]["pylota-mail"]
+        assert config["url"] == f"http://127.0.0.1:{port}/mcp"
+        request = urllib.request.Request(
+            config["url"], method="POST", headers={
+                **config["headers"], "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25"},
+            data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+            assert json.loads(answer.read()) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    finally:
+        stop(state)
