@@ -101,11 +101,17 @@ def tool_error(error: PylotaError, request_id: str, modern: bool) -> p.CallToolR
         meta=_modern_meta() if modern else None)
 
 
+_NAME_REQUIRED = "params.name is required: the {kind}'s name as a string, as {lists} gives it."
+
+
 def _get_prompt(prompts: Sequence[PromptSpec], route: Route) -> Reply | Failure:
     modern = route.era == "modern"
     name = route.params.get("name")
     spec = next((s for s in prompts if s.name == name), None)
     arguments = route.params.get("arguments") or {}
+    if not isinstance(name, str):
+        return Failure(code=p.INVALID_PARAMS, message=_NAME_REQUIRED.format(kind="prompt",
+                                                                             lists="prompts/list"))
     if spec is None:
         return Failure(code=p.INVALID_PARAMS, message=f"Unknown prompt: {name}")
     if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
@@ -126,6 +132,9 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
                               route.params.get("arguments", {}), request_id=request_id,
                               surface="mcp", method=route.method, control=control)
     if isinstance(outcome, UnknownTool):
+        if not isinstance(outcome.name, str):
+            return Failure(code=p.INVALID_PARAMS, message=_NAME_REQUIRED.format(
+                kind="tool", lists="tools/list"))
         # A forbidden tool and a missing one get the same answer (spec section 3).
         return Failure(code=p.INVALID_PARAMS, message=f"Unknown tool: {outcome.name}")
     if isinstance(outcome, PylotaError):

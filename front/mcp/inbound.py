@@ -446,7 +446,8 @@ def select_era(body: Mapping[str, Any], headers: Mapping[str, str]) -> Route | R
         return _legacy_route(method, request_id, params, negotiate_legacy_version(params.get("protocolVersion")))
     if not modern:
         if header_version not in LEGACY_VERSIONS:
-            return _unsupported_version(header_version or _UNSTATED_VERSION, request_id)
+            return _unsupported_version(header_version or _UNSTATED_VERSION, request_id,
+                                        unstated=header_version is None)
         return _legacy_route(method, request_id, params, header_version)
     if request_id is UNSET:
         return _modern_notification(method, params, header_version)
@@ -529,12 +530,18 @@ def _modern_request(
     )
 
 
-def _unsupported_version(requested: str, request_id: RequestId | UnsetType) -> Rejection:
-    """-32022 with ``data = {"supported", "requested"}`` (2026-07-28 UnsupportedProtocolVersionError)."""
+def _unsupported_version(requested: str, request_id: RequestId | UnsetType, *,
+                         unstated: bool = False) -> Rejection:
+    """-32022 with ``data = {"supported", "requested"}`` (2026-07-28 UnsupportedProtocolVersionError).
+    ``unstated``: the request named no version at all, which the message says, since the
+    ``requested`` it carries is only what the transport assumes then."""
     data = UnsupportedVersionData(supported=list(SUPPORTED_VERSIONS), requested=requested)
     return reject(
         RejectionKind.UNSUPPORTED_VERSION,
-        "Unsupported protocol version",
+        (f"Unsupported protocol version: the request has no MCP-Protocol-Version header, "
+         f"which means {requested}. Send MCP-Protocol-Version: {LEGACY_VERSIONS[0]} "
+         f"(after initialize), or params._meta[{PROTOCOL_VERSION_META_KEY!r}]: "
+         f"{MODERN_VERSION}.") if unstated else "Unsupported protocol version",
         data=msgspec.to_builtins(data),
         id=_echo(request_id),
     )

@@ -369,6 +369,18 @@ async def test_modern_unknown_tool_is_a_json_rpc_error_with_http_200(stack):
     assert error_of(messages) == {"code": p.INVALID_PARAMS, "message": "Unknown tool: no_such_tool"}
 
 
+@pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
+async def test_a_call_without_a_name_is_told_params_name_is_required(stack, method):
+    # it was "Unknown tool: None" (found by an attack)
+    wire, *_ = stack
+    for params in ({}, {"name": 5}, {"name": None}):
+        response, messages = await wire.legacy(method, params)
+        assert response.status_code == 200
+        error = error_of(messages)
+        assert error["code"] == p.INVALID_PARAMS
+        assert error["message"].startswith("params.name is required")
+
+
 async def test_legacy_ping_answers_an_empty_result_and_keeps_id_zero(stack):
     wire, *_ = stack
     _, [message] = await wire.legacy("ping", id=0)

@@ -365,6 +365,10 @@ def test_legacy_without_served_header_is_400_unsupported(headers: dict[str, str]
     assert rejection.http_status == 400
     assert rejection.id == 9
     assert rejection.data == {"supported": list(SUPPORTED_VERSIONS), "requested": requested}
+    # only a request that named no version is told which header it lacks (a new user's report)
+    assert ("no MCP-Protocol-Version header" in rejection.message) == (headers == {})
+    if not headers:
+        assert "MCP-Protocol-Version: 2025-11-25" in rejection.message
 
 
 @pytest.mark.parametrize("token", [None, 1.5, True, [1], {"a": 1}])
