@@ -7,10 +7,12 @@ fails immediately, and hands back the job to run: the wait itself is domain work
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import msgspec
 
+from shared.errors import invalid
 from shared.events import JOB_MAIL_WAIT
 from shared.jobs import JOBS_BY_NAME, JobRequest
 from shared.mail.waiting import WaitRequest, WaitResult, filter_for
@@ -19,6 +21,10 @@ from shared.tools.context import ToolContext
 from shared.tools.scope import identity_for
 
 __all__ = ["DESCRIPTION", "WaitArgs", "WaitResult", "run"]
+
+#: What ``from`` may be: an addr-spec or an @domain, each without spaces (``@`` alone, ``x`` or
+#: ``a@b@c`` waited out their timeout matching nothing).
+_SENDER = re.compile(r"[^\s@]*@[^\s@.]+(?:\.[^\s@.]+)*")
 
 DESCRIPTION = (
     "Wait up to timeout_seconds for a new matching message, for example a reply in a thread or a "
@@ -46,8 +52,13 @@ async def run(ctx: ToolContext, args: WaitArgs) -> JobRequest:
     """Resolve the identity and describe the wait for a worker.
 
     Raises:
-        PylotaError: identity errors from :func:`~shared.tools.scope.identity_for`.
+        PylotaError: ``invalid_request`` on ``from`` when it is neither an address nor an
+            @domain; identity errors from :func:`~shared.tools.scope.identity_for`.
     """
+    if args.from_ is not None and _SENDER.fullmatch(args.from_.strip()) is None:
+        raise invalid("from", f"{args.from_[:80]!r} is neither an address nor an @domain.",
+                      "Give the sender's address (from: \"billing@example.com\") or its domain "
+                      "(from: \"@example.com\"), or omit from.")
     async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
     request = WaitRequest(
