@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.mail.sources import NOT_MAIL, SourceItem, iter_sources
+from shared.mail import sources
+from shared.mail.sources import NOT_MAIL, TOO_LARGE, SourceItem, iter_sources
 
 
 def _raws(items: list[SourceItem]) -> list[bytes]:
@@ -224,3 +225,43 @@ def test_kit_singles_all_give_an_item(corpus: Path) -> None:
     split = [i.origin for i in items if i.origin.endswith("/mbox-attachment.eml#2")]
     assert len(split) == 1
     assert len(items) - len(problems) == 504
+
+
+MESSAGE = b"From: a@x.example\nSubject: %s\nMessage-ID: <%s@x>\n\nhello\n"
+SEPARATOR = b"From a@x Mon Sep  1 10:00:00 2026\n"
+
+
+def test_a_message_over_the_limit_is_reported_and_its_neighbours_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small gzip file of one huge message (the attack report's 204 KB of 200 MB of NULs) is
+    read no further than MAX_MESSAGE_BYTES, one line in pieces, and reported; the messages
+    around it are imported."""
+    monkeypatch.setattr(sources, "MAX_MESSAGE_BYTES", 256 * 1024)
+    monkeypatch.setattr(sources, "_PIECE_BYTES", 16 * 1024)
+    bomb = b"From: a@x.example\nMessage-ID: <bomb@x>\n\n" + b"\0" * (1024 * 1024) + b"\n"
+    path = tmp_path / "bomb.mbox.gz"
+    path.write_bytes(gzip.compress(SEPARATOR + MESSAGE % (b"one", b"1") + b"\n" + SEPARATOR
+                                   + bomb + b"\n" + SEPARATOR + MESSAGE % (b"three", b"3")))
+    items = list(iter_sources([path]))
+    assert [i.origin.rsplit("#", 1)[1] for i in items] == ["1", "2", "3"]
+    assert items[0].raw == MESSAGE % (b"one", b"1") and items[2].raw == MESSAGE % (b"three", b"3")
+    assert items[1].raw is None and items[1].problem == TOO_LARGE
+    assert "MAX_MESSAGE_BYTES" in TOO_LARGE and "not imported" in TOO_LARGE
+
+    single = tmp_path / "huge.eml"
+    single.write_bytes(bomb)
+    [item] = iter_sources([single])
+    assert item.raw is None and item.problem == TOO_LARGE
+
+
+def test_a_long_line_is_read_whole_and_its_pieces_split_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "_PIECE_BYTES", 1024)
+    # a line cut right before its newline, then what looks like a separator: it follows a
+    # non-empty line, so it is body text (a cut-off "\n" is not an empty line)
+    body = b"x" * 1024 + b"\n" + SEPARATOR + b"y" * 5000 + b"\n"
+    message = b"From: a@x.example\nMessage-ID: <long@x>\n\n" + body
+    path = tmp_path / "long.mbox"
+    path.write_bytes(SEPARATOR + message)
+    [item] = iter_sources([path])
+    assert item.raw == message
