@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 
-from litestar import Litestar
+from typing import Any
+
+from litestar import Litestar, Request, Response
+from litestar.exceptions import MethodNotAllowedException
 
 from front.mcp.prompts import PROMPTS, PromptSpec
-from front.mcp.transport import mcp_routes
+from front.mcp.transport import MCP_PATH, mcp_routes, method_not_allowed
 from front.resources import open_resources
 from front.rest.routes import rest_routes
 from front.rest.errors import EXCEPTION_HANDLERS
@@ -44,10 +47,19 @@ def create_app(settings: Settings, *, tools: Sequence[ToolSpec] = TOOLS,
 
     app = Litestar(route_handlers=[*mcp_routes(prompts), *rest_routes(tools),
                                    *wellknown_routes()],
-                   lifespan=[lifespan], exception_handlers=EXCEPTION_HANDLERS,
+                   lifespan=[lifespan],
+                   exception_handlers={**EXCEPTION_HANDLERS,
+                                       MethodNotAllowedException: _not_allowed},
                    openapi_config=None, debug=False, request_max_body_size=None)
     # Around the whole app rather than as Litestar middleware, which Litestar wraps around each
     # route with an exception middleware of its own: a second one per request, held by every
     # open stream for its life (about 0.5 KB each, issue 14). A refusal needs no route anyway.
     app.asgi_handler = Shedding(app.asgi_handler, settings.pm_max_in_flight)
     return app
+
+
+def _not_allowed(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """A method no route lists: the MCP endpoint's 405 on its path, the REST API's elsewhere."""
+    if request.url.path == MCP_PATH:
+        return method_not_allowed(request.method)
+    return EXCEPTION_HANDLERS[MethodNotAllowedException](request, exc)

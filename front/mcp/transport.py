@@ -57,10 +57,12 @@ from shared.ids import Prefix, new_id
 from shared.logs import get_logger
 from shared.tools.call import Job
 
-__all__ = ["mcp_routes", "KEEP_ALIVE"]
+__all__ = ["mcp_routes", "method_not_allowed", "KEEP_ALIVE", "MCP_PATH"]
 
 log = get_logger("front.mcp")
 
+#: The one MCP endpoint's path (spec section 2.1).
+MCP_PATH = "/mcp"
 #: The SSE comment sent after a quiet heartbeat interval (spec section 2.6).
 KEEP_ALIVE = b": keep-alive\n\n"
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE"]
@@ -345,10 +347,24 @@ def _failed(request_id: str, exc: Exception, fields: dict[str, Any]) -> Response
                             data=msgspec.to_builtins(error.envelope(request_id))), fields)
 
 
+def method_not_allowed(http_method: str) -> Response[bytes]:
+    """405 with ``Allow: POST`` and its request line, for a method the route does not list
+    (``PROPFIND``, ``CONNECT``): Litestar refuses those before the route runs, and its refusal
+    was the REST API's (spec section 2.1 step 1: every other method is 405)."""
+    request_id = new_id(Prefix.REQUEST)
+    fields: dict[str, Any] = {"request_id": request_id,
+                              "http_method": http_method[:LOGGED_METHOD_CHARS]}
+    rejection = check_method(http_method)
+    assert rejection is not None  # POST is always routed
+    response = _rejected(rejection, fields)
+    log.info("request", **fields, status=response.status_code, duration_ms=0.0)
+    return response
+
+
 def mcp_routes(prompts: Sequence[PromptSpec]) -> list[Any]:
     """The route handlers of the MCP surface, serving ``prompts``."""
 
-    @route("/mcp", http_method=_ALL_METHODS, include_in_schema=False)
+    @route(MCP_PATH, http_method=_ALL_METHODS, include_in_schema=False)
     async def mcp_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
         """The one MCP endpoint (spec section 2.1): JSON, an SSE stream, or an empty 202."""
         res: Resources = request.app.state.resources

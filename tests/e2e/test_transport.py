@@ -74,12 +74,15 @@ def error_of(messages: list[dict]) -> dict:
 # --- Spec section 2.1: the ladder, in order ---------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "HEAD", "TRACE"])
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "HEAD", "TRACE",
+                                    "PROPFIND", "CONNECT"])
 async def test_methods_other_than_post_are_405_with_allow_post(stack, method):
+    # PROPFIND and CONNECT got the REST API's 405 and Allow list (found by an attack)
     wire, *_ = stack
     response = await wire.http.request(method, wire.url, headers=wire.headers())
     assert response.status_code == 405
     assert response.headers["allow"] == ALLOW
+    assert "openapi" not in response.text
 
 
 @pytest.mark.parametrize(("path", "status"), [("/mcp", b"408"), ("/v1/identities/{}/search", b"400")])
