@@ -147,6 +147,22 @@ def tenants_create(name: str, time_zone: str, test_mode: bool, partner: str | No
     emit(tenant, as_json, tenant.id)
 
 
+@tenants.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the tenants as JSON.")
+def tenants_list(as_json: bool) -> None:
+    """List the tenants: id, live or test, time zone and name."""
+
+    async def work(settings: Settings) -> list[tenancy.Tenant]:
+        conn = await connect(settings.database_url)
+        try:
+            return await tenancy.list_tenants(conn)
+        finally:
+            await conn.close()
+
+    found = run(work)
+    emit(found, as_json, "\n".join(f"{t.id}  {t.mode}  {t.time_zone}  {t.name}" for t in found))
+
+
 @tenants.command("set-policy")
 @click.option("--tenant", required=True, help="Tenant id (ten_…) or name.")
 @click.option("--accountable-human/--no-accountable-human", default=None,
@@ -330,6 +346,37 @@ def identities_create(tenant: str, address: str, display_name: str | None, as_js
 
     identity = run(work)
     emit(identity, as_json, identity.id)
+
+
+#: Identities read per statement by ``identities list`` (it reads them all, page by page).
+_IDENTITY_PAGE = 500
+
+
+@identities.command("list")
+@click.option("--tenant", help="Only this tenant's (id ten_… or name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the identities as JSON.")
+def identities_list(tenant: str | None, as_json: bool) -> None:
+    """List the identities that can act (active or paused): id, tenant, status, addresses."""
+
+    async def work(settings: Settings) -> list[tenancy.Identity]:
+        conn = await connect(settings.database_url)
+        try:
+            tenant_ids = None if tenant is None else [(await tenancy.resolve_tenant(conn,
+                                                                                   tenant)).id]
+            found: list[tenancy.Identity] = []
+            while True:
+                page = await tenancy.list_identities(
+                    conn, tenant_ids=tenant_ids, identity_id=None, status=None, purpose=None,
+                    after_id=found[-1].id if found else None, limit=_IDENTITY_PAGE)
+                found.extend(page)
+                if len(page) < _IDENTITY_PAGE:
+                    return found
+        finally:
+            await conn.close()
+
+    found = run(work)
+    emit(found, as_json, "\n".join(f"{i.id}  {i.tenant_id}  {i.status}  {', '.join(i.addresses)}"
+                                    for i in found))
 
 
 @click.group()

@@ -48,7 +48,8 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
         conn = await connect(settings.database_url,
                              command_timeout=settings.pm_db_statement_timeout_seconds or None)
         redis = Redis.from_url(settings.redis_url)
-        bar = tqdm(unit="msg", desc="importing", file=sys.stderr, disable=no_progress,
+        # disable=None: no bar when stderr is not a terminal (a log file got its \r fragments)
+        bar = tqdm(unit="msg", desc="importing", file=sys.stderr, disable=True if no_progress else None,
                    dynamic_ncols=True)
         try:
             found = await tenancy.resolve_identity(conn, identity)

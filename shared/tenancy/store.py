@@ -22,7 +22,7 @@ from shared.ids import Prefix, is_id, new_id
 
 __all__ = [
     "Partner", "Tenant", "Identity", "KeyStanding", "create_partner", "resolve_partner",
-    "set_partner_status", "list_partners", "create_tenant", "get_tenant", "resolve_tenant",
+    "set_partner_status", "list_partners", "list_tenants", "create_tenant", "get_tenant", "resolve_tenant",
     "set_tenant_policy", "create_identity", "resolve_identity", "list_identities",
     "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
     "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "STANDING_COLUMNS",
@@ -155,6 +155,12 @@ async def list_partners(conn: asyncpg.Connection) -> list[Partner]:
     """Every partner, oldest first."""
     rows = await conn.fetch(f"SELECT {_PARTNER_COLUMNS} FROM partners ORDER BY created_at, id")
     return [Partner(**dict(r)) for r in rows]
+
+
+async def list_tenants(conn: asyncpg.Connection) -> list[Tenant]:
+    """Every tenant, oldest first."""
+    rows = await conn.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY created_at, id")
+    return [Tenant(**dict(r)) for r in rows]
 
 
 async def create_tenant(conn: asyncpg.Connection, name: str, *, time_zone: str = "UTC",

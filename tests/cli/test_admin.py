@@ -81,6 +81,9 @@ def test_import_reports_an_unknown_identity(db_url, tmp_path):
     assert done.returncode == 2
     assert "No identity 'ghost@nowhere.example'" in done.stderr
     assert "pylota identities create" in done.stderr and "mail_list_identities" not in done.stderr
+    # stderr is no terminal here: no progress bar fragments before the error (a new user's
+    # report: "\rimporting: 0msg" in a log)
+    assert "\r" not in done.stderr and "importing" not in done.stderr
 
 
 async def test_keys_list_and_revoke(db_url, conn):
@@ -256,3 +259,25 @@ async def test_set_policy_sets_the_agentic_limits_and_refuses_outside_their_rang
     nothing = pylota(db_url, "tenants", "set-policy", "--tenant", "Acme")
     assert nothing.returncode == 2 and "at least one policy option" in nothing.stderr
     assert await conn.fetchval("SELECT agentic_max_seconds FROM tenants WHERE name = 'Acme'") == 30
+
+
+def test_tenants_and_identities_are_listed(db_url):
+    # a new user found no way to see what exists (3 December 2026)
+    acme = pylota(db_url, "tenants", "create", "Acme").stdout.strip()
+    beta = pylota(db_url, "tenants", "create", "Beta", "--time-zone", "Europe/Paris",
+                  "--test-mode").stdout.strip()
+    desk = pylota(db_url, "identities", "create", "--tenant", "Acme",
+                  "--address", "desk@acme.example").stdout.strip()
+    ops = pylota(db_url, "identities", "create", "--tenant", beta,
+                 "--address", "ops@beta.example").stdout.strip()
+    tenants = pylota(db_url, "tenants", "list")
+    assert tenants.returncode == 0, tenants.stderr
+    assert tenants.stdout.splitlines() == [f"{acme}  live  UTC  Acme",
+                                           f"{beta}  test  Europe/Paris  Beta"]
+    listed = msgspec.json.decode(pylota(db_url, "identities", "list", "--json").stdout)
+    assert [(i["id"], i["tenant_id"], i["addresses"]) for i in listed] == [
+        (desk, acme, ["desk@acme.example"]), (ops, beta, ["ops@beta.example"])]
+    only = pylota(db_url, "identities", "list", "--tenant", "Beta")
+    assert only.stdout.splitlines() == [f"{ops}  {beta}  active  ops@beta.example"]
+    missing = pylota(db_url, "identities", "list", "--tenant", "Nope")
+    assert missing.returncode == 2 and "Nope" in missing.stderr
