@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import traceback
 from collections.abc import Sequence
@@ -277,6 +278,10 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaErr
                        fix=fix, details={"path": path})
 
 
+#: The pattern of an id argument (``shared.tools.arguments``: ``^msg_[0-9A-HJKMNP-TV-Z]{26}$``).
+_ID_PATTERN = re.compile(r"\^([a-z]+)_\[0-9A-HJKMNP-TV-Z\]\{26\}\$")
+
+
 def _schema_fix(path: str, schema: dict[str, Any]) -> str:
     """What a valid value of ``path`` looks like, read from its JSON Schema."""
     if "enum" in schema:
@@ -291,6 +296,9 @@ def _schema_fix(path: str, schema: dict[str, Any]) -> str:
         return f"Give {path} as {noun}{span}."
     if kind == "boolean":
         return f"Give {path} as true or false."
+    if kind == "string" and (prefix := _ID_PATTERN.fullmatch(schema.get("pattern", ""))):
+        return (f"Give {path} as an id as the API returned it ({prefix[1]}_ and 26 letters and "
+                "digits), not a name or an address.")
     if kind == "string" and "pattern" in schema:
         return f"Give {path} as a string matching {schema['pattern']}."
     if kind == "string" and "maxLength" in schema:
