@@ -32,7 +32,8 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from shared.deepsearch.citations import Claim
-from shared.deepsearch.evidence import Candidate, Ranking, author_matches, holds_amount
+from shared.deepsearch.evidence import (Candidate, Ranking, author_matches, holds_amount,
+                                        holds_date, wants_stated_date)
 from shared.deepsearch.question import Part, Question, content_words, fold
 from shared.deepsearch.reading import ReadMessage, sentences_of
 from shared.deepsearch.records import MAX_QUOTE_CHARS
@@ -136,10 +137,13 @@ def choose(question: Question, ranking: Ranking, *, answer_threshold: float = AN
         best: Choice | None = None
         pool = ranking.by_part[j][:_DEPTH]
         dates = sorted({c.message.date for c in pool[:_FINAL_DEPTH]})
+        # "When is the invoice due?": once a candidate states a date, only those answer
+        dated = wants_stated_date(part) and any(holds_date(c.sentence.text) for c in pool)
         for candidate in pool:
             key = (candidate.message.id, candidate.sentence.index)
             if key in used or not _about(part, candidate, question.text) or not _in_order(
-                    part, candidate.message, chosen):
+                    part, candidate.message, chosen) or (dated and not holds_date(
+                    candidate.sentence.text)):
                 continue
             score = candidate.scores[j] + (RELATION_BONUS if _related(part, candidate.message,
                                                                       chosen) else 0.0)

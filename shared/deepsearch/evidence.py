@@ -43,6 +43,7 @@ from shared.deepsearch.question import Part, Question, content_words, fold, stem
 from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
 
 __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "embed_sentences",
+           "wants_stated_date", "holds_date",
            "holds_amount", "MAX_EMBEDDED"]
 
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
@@ -200,6 +201,26 @@ def holds_amount(part: Part, sentence: str, question: str) -> bool:
     asked = {n.replace(",", "") for n in _NUMBER.findall(question)}
     return bool({n.replace(",", "") for n in _NUMBER.findall(sentence)} - asked) or \
         _NUMBER_WORD.search(sentence) is not None
+
+
+#: A "when" about a message itself ("when did Joe send the series"): the message's date, which
+#: every answer sentence states, answers it; any other "when" wants a date the mail states.
+_MAIL_ACT = re.compile(r"\b(?:send|sends|sent|write|writes|wrote|written|post|posts|posted|"
+                       r"reply|replies|replied|e-?mail(?:s|ed)?|mail(?:s|ed)?|announce[sd]?|"
+                       r"submit(?:s|ted)?|report(?:s|ed)?|ask(?:s|ed)?|propose[sd]?|say|says|"
+                       r"said|tell|tells|told|forward(?:s|ed)?)\b", re.IGNORECASE)
+
+
+def wants_stated_date(part: Part) -> bool:
+    """Whether ``part`` asks when something is or was ("when is the invoice due"), which a
+    sentence answers only with a date or a time in it (:func:`holds_date`), rather than when a
+    message was sent."""
+    return part.kind == "when" and _MAIL_ACT.search(part.text) is None
+
+
+def holds_date(sentence: str) -> bool:
+    """Whether ``sentence`` states a date or a time ("3 October 2026", "Friday", "10:30")."""
+    return _DATE.search(sentence) is not None
 
 
 async def embed_sentences(texts: Sequence[str], embed: Embed,

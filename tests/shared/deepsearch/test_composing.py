@@ -134,3 +134,19 @@ def test_how_much_or_how_many_is_answered_only_by_an_amount() -> None:
     assert choose(q, ranking([[(vague, 0.9)]])) == []
     [chosen] = choose(q, ranking([[(vague, 0.9), (counted, 0.6)]]))
     assert chosen.candidate.message.id == counted.id
+
+
+def test_when_something_is_is_answered_by_a_stated_date_when_one_is_there() -> None:
+    """"When is invoice INV-77120 due?" quoted "Please find attached invoice INV-77120 …", the
+    closer words, over the sentence stating the date (found by a new user). A "when" about
+    sending is answered by the message's own date, which every answer states."""
+    attached = message(1, "Accounts", "Please find attached invoice INV-77120 for September.")
+    due = message(2, "Accounts", "Amount due: GBP 4,812.50, payable by 3 October 2026.")
+    q = analyse("When is invoice INV-77120 due?")
+    [chosen] = choose(q, ranking([[(attached, 0.9), (due, 0.6)]]))
+    assert chosen.candidate.message.id == due.id
+    [chosen] = choose(q, ranking([[(attached, 0.9)]]))  # no date stated anywhere: the best
+    assert chosen.candidate.message.id == attached.id
+    sent = analyse("When did Accounts send invoice INV-77120?")
+    [chosen] = choose(sent, ranking([[(attached, 0.9), (due, 0.6)]]))
+    assert chosen.candidate.message.id == attached.id
