@@ -10,7 +10,8 @@ Redis restart costs the outage and nothing more (issue 9). It returns when ``sto
 
 Beside the arq worker, two small tasks run:
 
-- the **liveness beat**: every ``pm_job_heartbeat_seconds`` the worker pushes its entry in the
+- the **liveness beat** (:class:`Beat`, on a thread of its own): every
+  ``pm_job_heartbeat_seconds`` the worker pushes its entry in the
   queue's worker set (``shared.events.workers_key``) two beats into the future. The front reads
   the set to refuse work no worker can take, and to end the calls of a worker that stopped
   beating (a worker killed with SIGKILL) with a retryable error;
@@ -38,6 +39,7 @@ import contextlib
 import logging
 import time
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +48,7 @@ import msgspec
 from arq.connections import ArqRedis, RedisSettings
 from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 from arq.worker import Worker
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -64,7 +67,7 @@ from shared.pubsub import Subscriptions
 from shared.search.semantic import SemanticEngine, engine_for
 from workers.runner import functions
 
-__all__ = ["serve", "is_alive", "worker_member", "drain_job_id", "RECONNECT_DELAYS",
+__all__ = ["serve", "Beat", "is_alive", "worker_member", "drain_job_id", "RECONNECT_DELAYS",
            "MAX_JOBS_BATCH"]
 
 log = get_logger("workers")
@@ -112,15 +115,41 @@ def drain_job_id(namespace: str, job_name: str) -> str:
     return f"{namespace}:drain:{job_name}"
 
 
-async def _beat(redis: Redis, key: str, member: str, interval: float) -> None:
-    while True:
-        now = time.time()
-        with contextlib.suppress(RedisError, OSError):
-            async with redis.pipeline(transaction=False) as pipe:
-                pipe.zadd(key, {member: now + 2 * interval})
-                pipe.zremrangebyscore(key, "-inf", now - FORGET_SECONDS)
-                await pipe.execute()
-        await asyncio.sleep(interval)
+class Beat:
+    """The liveness beat (module docstring), on a thread of its own with its own Redis
+    connection: it says the process is alive, not that its event loop is idle. On the event loop
+    it stopped while a job held the loop with CPU work for two beats (a deep search reading a
+    30 MB message), and the front then failed every call the worker was running, other
+    tenants' included (found by an attack). A killed process stops it as before; a job that
+    never yields is still ended by its own deadline."""
+
+    def __init__(self, redis_url: str, key: str, member: str, interval: float) -> None:
+        self._redis_url, self._key, self._member, self._interval = redis_url, key, member, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="liveness-beat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Stop beating (the entry then expires unless removed); returns once the thread ended."""
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join)
+
+    def _run(self) -> None:
+        client = SyncRedis.from_url(self._redis_url, socket_timeout=self._interval,
+                                    socket_connect_timeout=self._interval)
+        try:
+            while not self._stop.is_set():
+                now = time.time()
+                with contextlib.suppress(RedisError, OSError):
+                    pipe = client.pipeline(transaction=False)
+                    pipe.zadd(self._key, {self._member: now + 2 * self._interval})
+                    pipe.zremrangebyscore(self._key, "-inf", now - FORGET_SECONDS)
+                    pipe.execute()
+                self._stop.wait(self._interval)
+        finally:
+            client.close()
 
 
 async def _release_orphan(redis: Redis, settings: Settings, name: str) -> None:
@@ -272,8 +301,9 @@ async def serve(settings: Settings, queue: Queue, stop: asyncio.Event) -> None:
     worker_id = uuid.uuid4().hex[:12]
     max_jobs = settings.pm_worker_max_jobs if queue == "interactive" else MAX_JOBS_BATCH
     member = worker_member(worker_id, max_jobs)
-    beat = asyncio.create_task(_beat(redis, workers_key(settings.pm_namespace, queue), member,
-                                     settings.pm_job_heartbeat_seconds))
+    beat = Beat(settings.redis_url, workers_key(settings.pm_namespace, queue), member,
+                settings.pm_job_heartbeat_seconds)
+    beat.start()
     stopping = asyncio.create_task(stop.wait())
     failures = 0
     log.info("worker_started", queue=queue, worker=worker_id)
@@ -303,7 +333,7 @@ async def serve(settings: Settings, queue: Queue, stop: asyncio.Event) -> None:
                 await asyncio.wait_for(stop.wait(), delay)
     finally:
         stopping.cancel()
-        beat.cancel()
+        await beat.stop()
         with contextlib.suppress(BaseException):
             await redis.zrem(workers_key(settings.pm_namespace, queue), member)
         await env.new_mail.stop()

@@ -16,7 +16,7 @@ from shared.events import (JOB_DELIVER, drain_owner_key, queue_name, wake_drain,
                            workers_key)
 from shared.jobs import JOBS
 from tests.conftest import NAMESPACE, settings_for
-from workers.process import _tick, drain_job_id, worker_member
+from workers.process import Beat, _tick, drain_job_id, worker_member
 
 WAIT = 10
 
@@ -94,3 +94,25 @@ async def test_a_run_orphaned_by_a_dead_worker_is_released(db_url, redis):
         assert not await redis.exists(retry_key_prefix + job_id)
         assert not await redis.exists(drain_owner_key(namespace, JOB_DELIVER))
         await until_queued(redis, settings, JOB_DELIVER)  # and enqueued afresh
+
+
+async def test_the_beat_goes_on_while_a_job_holds_the_event_loop(db_url, redis):
+    """A job doing CPU work on the worker's event loop for several beats (a deep search reading
+    a huge message) no longer stops the beat, so the front does not take the worker for dead
+    and fail its other calls (found by an attack); a stopped beat leaves the entry to expire."""
+    settings = settings_for(db_url, pm_namespace=f"{NAMESPACE}-beat")
+    key = workers_key(settings.pm_namespace, "interactive")
+    member = worker_member("busy", 4)
+    beat = Beat(settings.redis_url, key, member, 0.2)
+    beat.start()
+    try:
+        async with asyncio.timeout(WAIT):
+            while await redis.zscore(key, member) is None:
+                await asyncio.sleep(0.02)
+        time.sleep(1.5)  # the loop is held for over seven beats
+        score = await redis.zscore(key, member)
+        assert score is not None and score > time.time()  # still alive to the front
+    finally:
+        await beat.stop()
+    assert (await redis.zscore(key, member) or 0) <= time.time() + 0.4
+    await redis.delete(key)
