@@ -375,11 +375,17 @@ def parse_body(raw: bytes) -> dict[str, Any] | Rejection:
     """
     try:
         decoded = decode_json(raw)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        # DecodeError covers bad JSON and bad UTF-8; huge integers raise its ValidationError
-        # subclass, deep nesting raises RecursionError; ValueError is kept for the same reasons
-        # as the SDK's json.loads path (mcp/server/_streamable_http_modern.py).
-        return reject(RejectionKind.PARSE_ERROR, "Parse error: the body is not valid JSON.")
+    except RecursionError:
+        return reject(RejectionKind.PARSE_ERROR, "Parse error: the body's JSON nests deeper than "
+                      "this server reads (about 1,000 arrays or objects inside each other).")
+    except msgspec.ValidationError:  # msgspec's only one while decoding untyped JSON
+        return reject(RejectionKind.PARSE_ERROR, "Parse error: an integer in the body is out of "
+                      "range (a JSON number here fits 64 bits).")
+    except (msgspec.DecodeError, ValueError) as exc:
+        # DecodeError covers bad JSON and bad UTF-8 and says where (a byte offset, never the
+        # body's content); ValueError is kept for the same reasons as the SDK's json.loads path
+        # (mcp/server/_streamable_http_modern.py).
+        return reject(RejectionKind.PARSE_ERROR, f"Parse error: the body is not valid JSON ({exc}).")
     if not isinstance(decoded, dict):
         what = "a batch (JSON array)" if isinstance(decoded, list) else "not a JSON object"
         return reject(
@@ -496,9 +502,13 @@ def _modern_request(
     try:
         meta = msgspec.convert(params.get("_meta"), RequestMeta)
     except msgspec.ValidationError as exc:
+        # "Expected `int | str`, got `float` - at `$.progressToken`": name the member at fault
+        message, _, where = str(exc).partition(" - at `$")
         return reject(
             RejectionKind.INVALID_PARAMS,
-            f"params._meta must carry {PROTOCOL_VERSION_META_KEY!r} and {CLIENT_CAPABILITIES_META_KEY!r}: {exc}",
+            f"Invalid params._meta{where.rstrip('`')}: {message}. A modern request's params._meta "
+            f"carries {PROTOCOL_VERSION_META_KEY!r} and {CLIENT_CAPABILITIES_META_KEY!r}, and "
+            "progressToken, when sent, is a string or an integer.",
             id=request_id,
         )
 

@@ -249,14 +249,19 @@ def test_request_or_notification_passes(body: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "raw",
-    [b"", b"{", b"{'a': 1}", b'{"a": "\xff"}', b"[" * 100_000, b"1" * 5000, b"\xef\xbb\xbf{}"],
+    ("raw", "says"),
+    [(b"", "not valid JSON"), (b"{", "not valid JSON"), (b"{'a': 1}", "not valid JSON (JSON is"),
+     (b'{"a": "\xff"}', "not valid JSON"),
+     (b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nests deeper"),
+     (b"1" * 5000, "out of range"), (b"\xef\xbb\xbf{}", "not valid JSON")],
     ids=["empty", "truncated", "single-quotes", "bad-utf8", "deep-nesting", "huge-int", "bom"],
 )
-def test_malformed_json_is_400_parse_error(raw: bytes) -> None:
+def test_malformed_json_is_400_parse_error(raw: bytes, says: str) -> None:
+    # valid JSON nested too deep said "not valid JSON" (found by an attack)
     rejection = assert_rejected(parse_body(raw), RejectionKind.PARSE_ERROR, PARSE_ERROR)
     assert rejection.http_status == 400
     assert rejection.id is None
+    assert rejection.message.startswith("Parse error: ") and says in rejection.message
 
 
 @pytest.mark.parametrize("raw", [b"[]", b"[" + json.dumps(envelope()).encode() + b"]", b"1", b'"x"', b"null"])
@@ -417,6 +422,19 @@ def test_bad_meta_is_400_invalid_params(meta: dict[str, Any] | None) -> None:
     rejection = assert_rejected(select_era(body, headers), RejectionKind.INVALID_PARAMS, INVALID_PARAMS)
     assert rejection.http_status == 400
     assert rejection.id == 1
+    assert rejection.message.startswith("Invalid params._meta")
+
+
+def test_a_bad_progress_token_is_named_not_the_members_that_are_there() -> None:
+    # it said "params._meta must carry … protocolVersion and … clientCapabilities" when both
+    # were there (found by an attack)
+    body = envelope(version=None)
+    body["params"] = {"_meta": {PROTOCOL_VERSION_META_KEY: MODERN_VERSION,
+                                CLIENT_CAPABILITIES_META_KEY: {}, "progressToken": 1.5}}
+    headers = {PROTOCOL_VERSION_HEADER: MODERN_VERSION, METHOD_HEADER: body["method"]}
+    rejection = assert_rejected(select_era(body, headers), RejectionKind.INVALID_PARAMS,
+                                INVALID_PARAMS)
+    assert rejection.message.startswith("Invalid params._meta.progressToken: Expected `int | str`")
 
 
 # --- Rung 7d: modern, mirrored headers ----------------------------------------------------------
