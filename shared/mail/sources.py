@@ -203,6 +203,8 @@ def _split_mbox(origin: str, pieces: Iterable[bytes], *, mboxrd: bool) -> Iterat
     if started or _has_text(message) or size > MAX_MESSAGE_BYTES:
         number += 1
         yield _finished(f"{origin}#{number}", message, size)
+    elif number == 0:
+        yield SourceItem(origin, None, "no messages: the mbox file is empty")
 
 
 def _finished(origin: str, lines: list[bytes], size: int) -> SourceItem:

@@ -265,3 +265,12 @@ def test_a_long_line_is_read_whole_and_its_pieces_split_nothing(
     path.write_bytes(SEPARATOR + message)
     [item] = iter_sources([path])
     assert item.raw == message
+
+
+def test_an_empty_mbox_is_reported(tmp_path: Path) -> None:
+    # it was passed over in silence: "imported 0, failed 0" (found by an attack)
+    for name, content in (("empty.mbox", b""), ("blank.mbox", b"\n\n")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        assert list(iter_sources([path])) == [
+            SourceItem(str(path), None, "no messages: the mbox file is empty")]
