@@ -273,6 +273,11 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
             sentences.append(s)
     words = [set(content_words(s.text)) for s in sentences]
     subjects = {m.id: set(content_words(m.subject)) for m in kept}
+    # "Who sent the insurance claim?": the sender's name ("Harbour Insurance Claims") says what
+    # the message is as much as its subject does
+    senders = {m.id: set(content_words(m.from_name or "")) for m in kept}
+    asks_sender = [p.kind == "who" and _MAIL_ACT.search(p.text) is not None
+                   for p in question.parts]
     idf = _idf([list(w) for w in words])
     names = {w for n in question.names for w in content_words(n.text)}
     parts = question.parts
@@ -286,7 +291,8 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
         for j, p in enumerate(parts):
             author = any(author_matches(a, m) for a in (*p.actors, *p.about)) or any(
                 author_matches(o, m) for o in p.owners) * 0.5
-            lexical[i, j] = (WEIGHTS["words"] * _share(terms[j], words[i] | subjects[m.id])
+            known = words[i] | subjects[m.id] | (senders[m.id] if asks_sender[j] else set())
+            lexical[i, j] = (WEIGHTS["words"] * _share(terms[j], known)
                              + WEIGHTS["subject"] * _share(terms[j], subjects[m.id])
                              + WEIGHTS["search"] * search_rank.get(m.id, 0.0)
                              + WEIGHTS["author"] * float(author)

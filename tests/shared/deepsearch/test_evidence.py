@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+import msgspec
 import numpy as np
 
 from shared.deepsearch.evidence import rank_evidence
@@ -51,3 +52,20 @@ async def test_how_much_is_answered_by_a_sum_of_money_not_by_a_code_or_a_date() 
 async def test_when_is_answered_by_a_sentence_holding_a_date() -> None:
     assert await _best("When is the September invoice due?", INVOICE) == (
         "Amount due: GBP 4,812.50, payable by 3 October 2026.")
+
+
+async def test_who_sent_reads_the_senders_name_as_well() -> None:
+    """"Who sent the insurance claim?" was insufficient_evidence on the demo mailbox: only the
+    sender's name, "Harbour Insurance Claims", says "insurance" (found by a new user)."""
+    claim = msgspec.structs.replace(
+        _message(3, "Claim CLM-5531: damage to vehicle AB12 CDE",
+                 "We have opened claim CLM-5531 for the scratch on the rear door."),
+        from_name="Harbour Insurance Claims", from_address="claims@harbour-insurance.example")
+    sent = await rank_evidence(analyse("Who sent the insurance claim?"), [claim, PENALTY], {},
+                               _same_meaning, _go_on)
+    said = await rank_evidence(analyse("Who mentioned the insurance claim?"), [claim, PENALTY],
+                               {}, _same_meaning, _go_on)
+    best_sent, best_said = sent.by_part[0][0], said.by_part[0][0]
+    assert best_sent.message.id == claim.id
+    assert best_sent.scores[0] > said.by_part[0][[c.message.id for c in said.by_part[0]].index(
+        claim.id)].scores[0]  # the sender's name counted only when the question asks who sent
