@@ -189,7 +189,7 @@ async def deep_search(pool: Database, engine: SemanticEngine, request: DeepSearc
             fused[hit.message_id] = fused.get(hit.message_id, 0.0) + 1.0 / (RRF_K + rank)
             hits_by_id.setdefault(hit.message_id, hit)
         await run.record("search", f"{planned.mode}: {planned.q}", len(outcome.hits), began,
-                         f"search: {planned.q} ({len(outcome.hits)} hits)")
+                         f"search ({planned.mode}): {planned.q} ({_count(len(outcome.hits), 'hit')})")
     cut_short = any(p.essential and p not in ran for p in plan)
     ordered = sorted(fused, key=lambda i: -fused[i])
     if ran and degraded_searches == len(ran):
@@ -237,7 +237,7 @@ async def deep_search(pool: Database, engine: SemanticEngine, request: DeepSearc
                "the reader" if ranking.refused else "")
     await run.record("answer", f"{len(kept)} sentences kept, {len(removed)} removed by the "
                                f"citation check{refused}", len(kept), began,
-                     f"answer: {len(kept)} cited sentences")
+                     f"answer: {_count(len(kept), 'cited sentence')}")
     if not kept:
         return exhausted_or_insufficient(len(messages), draft.model_tokens)
     by_id = {m.id: m for m in messages}
@@ -269,3 +269,8 @@ async def _draft(question: Question, messages: list[ReadMessage], search_rank: d
 
     ranking = await rank_evidence(question, messages, search_rank, embed, checkpoint)
     return ranking, await backend.compose(question, ranking, time_zone=time_zone)
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: a progress message a person reads."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

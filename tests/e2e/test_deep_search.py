@@ -94,8 +94,9 @@ def assert_one_progress_per_step(progress: list[tuple[float, float | None, str |
     assert {total for _, total, _ in progress} == {max_steps}
     first = trace[0]
     assert first["action"] == "search"
-    query = first["detail"].split(": ", 1)[1]  # "hybrid: <q>"
-    assert progress[0][2] == f"search: {query} ({first['hits']} hits)"
+    mode, query = first["detail"].split(": ", 1)  # "hybrid: <q>"
+    hits = f"{first['hits']} hit" + ("" if first["hits"] == 1 else "s")
+    assert progress[0][2] == f"search ({mode}): {query} ({hits})"
     assert progress[-1][2].startswith("answer: ")
 
 
