@@ -86,6 +86,7 @@ async def test_demo_fails_on_a_taken_port_and_runs_on_a_free_one(db_url: str, tm
         assert ran.returncode == 0, ran.stderr[-2000:]
         config = json.loads(ran.stdout)["mcpServers"]["pylota-mail"]
         assert config["url"] == f"http://127.0.0.1:{port}/mcp"
+        assert config["type"] == "http"  # what Claude Code and VS Code call Streamable HTTP
         request = urllib.request.Request(
             config["url"], method="POST", headers={
                 **config["headers"], "Content-Type": "application/json",
