@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-
 from typing import Any
 
 from litestar import Litestar, Request, Response
