@@ -61,6 +61,13 @@ MAX_EMBEDDED = 32
 EMBEDDED_CHARS = 120
 #: Texts per model call.
 EMBED_BATCH = 16
+#: Messages, and sentences, read between two checkpoints. Reading is CPU work on the worker's
+#: event loop: 120 messages of 100,000 characters held it for seconds, so that other callers'
+#: jobs on that worker did not start and the call ran past its max_seconds (found by an
+#: attack). A checkpoint gives the loop back (a Redis round trip) and is where a call past its
+#: deadline or cancelled stops.
+YIELD_MESSAGES = 4
+YIELD_SENTENCES = 500
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 #: A quantity: digits not inside a word or after a decimal point, nor the number of a code such
@@ -252,7 +259,9 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
     """
     kept: list[ReadMessage] = []
     refused = 0
-    for m in messages:
+    for n, m in enumerate(messages):
+        if n % YIELD_MESSAGES == YIELD_MESSAGES - 1:
+            await checkpoint()
         if addresses_the_reader(f"{m.subject}\n{m.own_text}"):
             refused += 1
         else:
@@ -260,7 +269,9 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
     by_id = {m.id: m for m in kept}
     seen: set[str] = set()
     sentences: list[Sentence] = []
-    for m in kept:  # oldest first: a sentence repeated later counts for the first to say it
+    for n, m in enumerate(kept):  # oldest first: a repeated sentence counts for the first
+        if n % YIELD_MESSAGES == YIELD_MESSAGES - 1:
+            await checkpoint()
         for s in sentences_of(m):
             if not content_words(s.text):
                 continue
@@ -287,6 +298,8 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
                  for p in parts]
     lexical = np.zeros((len(sentences), len(parts)))
     for i, s in enumerate(sentences):
+        if i % YIELD_SENTENCES == YIELD_SENTENCES - 1:
+            await checkpoint()
         m = by_id[s.message_id]
         for j, p in enumerate(parts):
             author = any(author_matches(a, m) for a in (*p.actors, *p.about)) or any(

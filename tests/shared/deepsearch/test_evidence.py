@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import msgspec
+import pytest
 import numpy as np
 
 from shared.deepsearch.evidence import rank_evidence
@@ -69,3 +70,33 @@ async def test_who_sent_reads_the_senders_name_as_well() -> None:
     assert best_sent.message.id == claim.id
     assert best_sent.scores[0] > said.by_part[0][[c.message.id for c in said.by_part[0]].index(
         claim.id)].scores[0]  # the sender's name counted only when the question asks who sent
+
+
+async def test_reading_many_messages_gives_the_event_loop_back() -> None:
+    """Reading is CPU work on the worker's loop: it awaits the checkpoint every few messages
+    and sentences, where other jobs run and a call past its deadline stops (an attack held a
+    worker for 15 s with 120 long messages, and other callers' jobs never started)."""
+    from shared.deepsearch.evidence import YIELD_MESSAGES, YIELD_SENTENCES
+
+    long_text = " ".join(f"Sentence {i} of the quarterly report is here." for i in range(300))
+    messages = [_message(10 + n, "Quarterly report", long_text) for n in range(4 * YIELD_MESSAGES)]
+    calls = 0
+
+    async def counting() -> None:
+        nonlocal calls
+        calls += 1
+
+    await rank_evidence(analyse("What does the quarterly report say?"), messages, {},
+                        _same_meaning, counting)
+    sentences = 300  # the first message's; later ones repeat it and are not read again
+    assert calls >= 2 * (len(messages) // YIELD_MESSAGES) + sentences // YIELD_SENTENCES
+
+    class Stop(Exception):
+        pass
+
+    async def past_deadline() -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        await rank_evidence(analyse("What does the quarterly report say?"), messages, {},
+                            _same_meaning, past_deadline)
