@@ -60,8 +60,8 @@ def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:
     """Decode a cursor made by :func:`encode_cursor` for the same ``kind`` of listing
     (``thr``, ``threads``, ``search``, ``idn`` or ``contacts``).
 
-    Returns the state as it was encoded (``a`` stays an ISO 8601 string), with every field of
-    :data:`_REQUIRED` for ``kind`` present.
+    Returns the state as it was encoded (``a`` an ISO 8601 string in ``datetime.isoformat``'s
+    form), with every field of :data:`_REQUIRED` for ``kind`` present.
 
     Raises:
         PylotaError: ``invalid_request`` (path ``cursor``) for anything else, edited cursors
@@ -76,4 +76,7 @@ def decode_cursor(cursor: str, kind: str) -> dict[str, Any]:
             getattr(checked, name) is UNSET for name in _REQUIRED[kind]):
         raise invalid("cursor", "This cursor is not one this listing returned.",
                       "Pass next_cursor from the previous result unchanged, or omit cursor.")
+    if checked.a is not UNSET:
+        # as msgspec read it: "2020-01-01t00:00:00z" passes msgspec but not fromisoformat
+        state["a"] = checked.a.isoformat()
     return state

@@ -63,3 +63,14 @@ def test_an_instant_without_a_zone_is_invalid_request():
     with pytest.raises(PylotaError) as raised:
         decode_cursor(forged(state), "search")
     assert raised.value.details == {"path": "cursor"}
+
+
+@pytest.mark.parametrize("written", ["2020-01-01t00:00:00z", "2020-01-01T00:00:00z",
+                                     "2020-01-01T00:00:00.123456789+00:00"])
+def test_an_instant_msgspec_reads_comes_back_in_a_form_the_tools_read(written):
+    # the tools parse it with datetime.fromisoformat, which refused these: a 500 over REST
+    # (found by a second attack)
+    from datetime import datetime
+
+    state = decode_cursor(forged({**MADE["search"], "a": written}), "search")
+    assert datetime.fromisoformat(state["a"]).year == 2020
