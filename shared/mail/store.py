@@ -307,17 +307,21 @@ async def insert_message(conn: asyncpg.Connection, identity_id: str, parsed: Par
 
 
 #: Characters of a message's text and new text read into a :class:`MessageRecord`. Every
-#: result cuts them far shorter (32,000 characters in ``mail_get_message``), a reply or forward
-#: quotes at most this much of its parent, and keyword search reads its own index (the first
-#: 200,000 characters, migration 0001); the stored text stays whole. Without the cut, six
-#: calls reading one 32 MB message held 1.2 GB of the front's memory (found by an attack).
+#: result cuts them far shorter (32,000 characters in ``mail_get_message``), a reply quotes
+#: 20,000 of its parent (a forward reads it whole: ``get_message(whole_text=True)``), and
+#: keyword search reads its own index (the first 200,000 characters, migration 0001); the
+#: stored text stays whole. Without the cut, six calls reading one 32 MB message held 1.2 GB
+#: of the front's memory (found by an attack).
 READ_TEXT_CHARS = 1_000_000
 
-_MESSAGE_COLUMNS = f"""m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
+_HEAD_COLUMNS = """m.id, m.thread_id, m.identity_id, m.rfc_message_id, m.in_reply_to,
     m."references", m.subject, m.from_address, m.from_name, m.to_addresses, m.cc_addresses,
     m.reply_to, coalesce(m.sent_at, m.received_at) AS date, m.direction, m.status, m.labels,
-    m.read, m.snippet, left(m.new_text, {READ_TEXT_CHARS}) AS new_text,
-    left(m.text, {READ_TEXT_CHARS}) AS text, m.parse_defects, m.headers"""
+    m.read, m.snippet, m.parse_defects, m.headers"""
+_MESSAGE_COLUMNS = f"""{_HEAD_COLUMNS}, left(m.new_text, {READ_TEXT_CHARS}) AS new_text,
+    left(m.text, {READ_TEXT_CHARS}) AS text"""
+#: The same with the texts whole, for a forward (which sends the original's whole text).
+_WHOLE_MESSAGE_COLUMNS = f"{_HEAD_COLUMNS}, m.new_text, m.text"
 
 
 def _record(row: asyncpg.Record, attachments: list[AttachmentInfo], *, include_text: bool,
@@ -364,11 +368,13 @@ async def _attachments_of(conn: asyncpg.Connection, message_ids: list[str]
 
 
 async def get_message(conn: asyncpg.Connection, identity_id: str, message_id: str, *,
-                      include_text: bool = False, include_headers: bool = False
-                      ) -> MessageRecord | None:
-    """The message ``message_id`` of ``identity_id``, or None (also for another identity's)."""
+                      include_text: bool = False, include_headers: bool = False,
+                      whole_text: bool = False) -> MessageRecord | None:
+    """The message ``message_id`` of ``identity_id``, or None (also for another identity's).
+    Its texts are cut to :data:`READ_TEXT_CHARS` characters unless ``whole_text``."""
+    columns = _WHOLE_MESSAGE_COLUMNS if whole_text else _MESSAGE_COLUMNS
     row = await conn.fetchrow(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE m.id = $1 AND m.identity_id = $2",
+        f"SELECT {columns} FROM messages m WHERE m.id = $1 AND m.identity_id = $2",
         message_id, identity_id)
     if row is None:
         return None

@@ -118,8 +118,10 @@ def _main_mailbox(sender: Sender, from_address: str | None) -> Mailbox:
 
 
 async def _parent(conn: asyncpg.Connection, sender: Sender, message_id: str) -> MessageRecord:
+    # whole: a forward sends the original's whole text (found by a second attack: it was cut
+    # at READ_TEXT_CHARS without a word)
     parent = await get_message(conn, sender.identity_id, message_id, include_text=True,
-                               include_headers=True)
+                               include_headers=True, whole_text=True)
     if parent is None:
         raise PylotaError(ErrorCode.MESSAGE_NOT_FOUND, f"No message {message_id} in this mailbox.",
                           fix="Pass a message_id from mail_search or mail_get_thread of this "

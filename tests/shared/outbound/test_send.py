@@ -256,6 +256,21 @@ async def test_a_forward_keeps_the_original_and_its_attachments(pool, conn, send
     assert bare.message.attachments == [] and bare.message.subject == "Fwd: Q3 report"
 
 
+async def test_a_forward_sends_the_whole_text_of_a_long_original(pool, conn, sender):
+    """Records read a text up to READ_TEXT_CHARS; a forward sends its original's whole text
+    (it was cut there without a word: found by a second attack)."""
+    from shared.mail.store import READ_TEXT_CHARS
+
+    body = "Opening line.\r\n" + "long report line\r\n" * (READ_TEXT_CHARS // 16) \
+        + "The very last line.\r\n"
+    original, _ = await ingest_raw(conn, None, sender.identity_id, inbound(
+        "long@example.com", subject="Long report", body=body))
+    fwd = await forward_message(pool, None, sender, ForwardRequest(
+        message_id=original.message_id, idempotency_key="f-long", to=["bo@example.net"]))
+    text = await conn.fetchval("SELECT text FROM messages WHERE id = $1", fwd.message.id)
+    assert len(text) > READ_TEXT_CHARS and text.rstrip().endswith("The very last line.")
+
+
 async def test_recipient_objects_and_strings_mix(pool, sender):
     sent = await send_message(pool, None, sender, request(
         to=[Recipient(address="ann@bücher.de", name="Ann"), "jo@example.com"]))
