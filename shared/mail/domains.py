@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from confusable_homoglyphs import confusables
 from publicsuffixlist import PublicSuffixList
 
-__all__ = ["MIN_TYPO_CHARS", "normalize_domain", "organizational_domain", "is_within",
+__all__ = ["MIN_TYPO_CHARS", "normalize_domain", "spellings", "organizational_domain", "is_within",
            "lookalike_of", "domain_of"]
 
 #: Shortest reference domain (with its suffix, as in ``acme.com``) for which one edit counts.
@@ -62,6 +62,18 @@ def normalize_domain(domain: str) -> str:
                 pass  # not valid punycode: keep the label as written
         out.append(label)
     return ".".join(out)
+
+
+def spellings(domain: str) -> list[str]:
+    """``domain`` as Unicode and as ASCII (``xn--`` labels, IDNA), lower-cased, each once:
+    mail names one domain either way (``bücher.example``, ``xn--bcher-kva.example``) and is
+    stored as written."""
+    unicode = normalize_domain(domain)
+    try:
+        ascii_ = unicode.encode("idna").decode("ascii")
+    except UnicodeError:
+        ascii_ = unicode  # not a name IDNA can write: only as given
+    return list(dict.fromkeys((unicode, ascii_, domain.strip().rstrip(".").lower())))
 
 
 def organizational_domain(domain: str) -> str | None:

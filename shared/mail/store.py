@@ -37,6 +37,7 @@ from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.mail.attachment_types import attachment_type
 from shared.mail.contacts import ContactBook, correspondents
+from shared.mail.domains import spellings
 from shared.mail.model import Address, ParsedMessage
 from shared.mail.records import (
     AttachmentInfo, HeaderField, LabelState, MessageRecord, ThreadHeader, ThreadRecord,
@@ -550,7 +551,8 @@ class MessageFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Which inbound messages a waiter wants (mail_wait, spec section 4.3).
 
     ``from_`` is an addr-spec or ``@domain`` (matched case-insensitively; ``@domain`` matches that
-    domain and its subdomains, so ``@example.com`` waits for ``noreply@mail.example.com`` too),
+    domain and its subdomains, so ``@example.com`` waits for ``noreply@mail.example.com`` too;
+    a domain matches in Unicode and in ``xn--`` form alike),
     ``subject_contains`` a case-insensitive substring, ``replies_only`` keeps messages with
     In-Reply-To or References.
     """
@@ -575,14 +577,15 @@ async def first_matching(conn: asyncpg.Connection, identity_id: str, wanted: Mes
         return f"${len(params)}"
 
     if wanted.from_:
-        sender = wanted.from_.strip().lower()
-        if sender.startswith("@"):
-            domain = bind(sender[1:])
-            clauses.append(f"(split_part(m.from_address, '@', 2) = {domain} OR right("
-                           f"split_part(m.from_address, '@', 2), length({domain}) + 1)"
-                           f" = '.' || {domain})")
+        local, _, domain = wanted.from_.strip().lower().rpartition("@")
+        forms = spellings(domain)  # stored as written: Unicode or xn--
+        if not local:
+            clauses.append(f"EXISTS (SELECT 1 FROM unnest({bind(forms)}::text[]) d WHERE "
+                           "split_part(m.from_address, '@', 2) = d OR right(split_part("
+                           "m.from_address, '@', 2), length(d) + 1) = '.' || d)")
         else:
-            clauses.append(f"m.from_address = {bind(sender)}")
+            clauses.append(f"m.from_address = any({bind([f'{local}@{d}' for d in forms])}"
+                           "::text[])")
     if wanted.subject_contains:
         clauses.append(f"strpos(lower(m.subject), {bind(wanted.subject_contains.lower())}) > 0")
     if wanted.thread_id:  # resolved on each look: the thread may merge during the wait

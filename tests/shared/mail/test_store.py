@@ -138,3 +138,20 @@ async def test_a_huge_text_is_read_up_to_the_limit_and_kept_whole(conn, identity
     stored = await conn.fetchval("SELECT length(text) FROM messages WHERE id = $1",
                                  outcome.message_id)
     assert stored > READ_TEXT_CHARS  # nothing stored is lost
+
+
+@pytest.mark.parametrize(("stored", "wanted"), [
+    ("x@xn--bcher-kva.example", "@bücher.example"),
+    ("y@bücher.example", "@xn--bcher-kva.example"),
+    ("y@bücher.example", "y@XN--BCHER-KVA.example"),
+    ("z@mail.xn--bcher-kva.example", "@bücher.example"),
+])
+async def test_mail_wait_matches_a_domain_in_either_spelling(conn, identity_id, stored, wanted):
+    # a sender stored as written never matched the other spelling of its domain, and the wait
+    # ran out its timeout (found by a second attack)
+    from shared.mail.store import MessageFilter, first_matching
+
+    outcome, _ = await ingest_raw(conn, None, identity_id, eml("idn@x", "Hello", sender=stored))
+    assert await first_matching(conn, identity_id, MessageFilter(from_=wanted)) \
+        == outcome.message_id
+    assert await first_matching(conn, identity_id, MessageFilter(from_="@other.example")) is None
