@@ -62,10 +62,11 @@ EMBEDDED_CHARS = 120
 #: Texts per model call.
 EMBED_BATCH = 16
 #: Messages, and sentences, read between two checkpoints. Reading is CPU work on the worker's
-#: event loop: 120 messages of 100,000 characters held it for seconds, so that other callers'
-#: jobs on that worker did not start and the call ran past its max_seconds (found by an
-#: attack). A checkpoint gives the loop back (a Redis round trip) and is where a call past its
-#: deadline or cancelled stops.
+#: event loop: 120 messages of 100,000 characters held it for 15 s, so that other callers' jobs
+#: on that worker did not start and the call ran past its max_seconds (found by an attack). A
+#: checkpoint gives the loop back (a Redis round trip) and is where a call past its deadline or
+#: cancelled stops; cutting one message of 100,000 characters into sentences and their words
+#: takes about a quarter of a second, so sentences are read one message at a time.
 YIELD_MESSAGES = 4
 YIELD_SENTENCES = 500
 
@@ -269,11 +270,12 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
     by_id = {m.id: m for m in kept}
     seen: set[str] = set()
     sentences: list[Sentence] = []
-    for n, m in enumerate(kept):  # oldest first: a repeated sentence counts for the first
-        if n % YIELD_MESSAGES == YIELD_MESSAGES - 1:
-            await checkpoint()
+    words: list[set[str]] = []
+    for m in kept:  # oldest first: a repeated sentence counts for the first to say it
+        await checkpoint()
         for s in sentences_of(m):
-            if not content_words(s.text):
+            found = set(content_words(s.text))
+            if not found:
                 continue
             key = " ".join(fold(s.text).split())
             # a short formula ("Applied, thanks.") is said anew each time, not repeated
@@ -282,7 +284,7 @@ async def rank_evidence(question: Question, messages: Sequence[ReadMessage],
                     continue
                 seen.add(key)
             sentences.append(s)
-    words = [set(content_words(s.text)) for s in sentences]
+            words.append(found)
     subjects = {m.id: set(content_words(m.subject)) for m in kept}
     # "Who sent the insurance claim?": the sender's name ("Harbour Insurance Claims") says what
     # the message is as much as its subject does
