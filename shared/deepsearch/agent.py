@@ -99,6 +99,10 @@ def _render(claims: list[Claim]) -> str:
     return out
 
 
+class _OutOfTime(Exception):
+    """The answer step ran past the call's max_seconds."""
+
+
 class _Run:
     """The state of one call: clock, steps and trace."""
 
@@ -230,8 +234,20 @@ async def deep_search(pool: Database, engine: SemanticEngine, request: DeepSearc
         return exhausted_or_insufficient(len(messages))
     best = fused[ordered[0]] if ordered else 1.0
     search_rank = {i: s / best for i, s in fused.items()}
-    ranking, draft = await _draft(question, messages, search_rank, engine, backend,
-                                  request.time_zone, checkpoint)
+
+    async def in_time() -> None:
+        # reading long threads can take longer than the budget (120 messages of 100,000
+        # characters): past max_seconds the call ends budget_exhausted, not at the job's deadline
+        await checkpoint()
+        if run.elapsed() >= request.max_seconds:
+            raise _OutOfTime
+
+    try:
+        ranking, draft = await _draft(question, messages, search_rank, engine, backend,
+                                      request.time_zone, in_time)
+    except _OutOfTime:
+        cut_short = True
+        return exhausted_or_insufficient(len(messages))
     kept, removed = check_claims(draft.claims, ranking.messages, request.time_zone)
     refused = (f"; {ranking.refused} messages not read as evidence: they give instructions to "
                "the reader" if ranking.refused else "")

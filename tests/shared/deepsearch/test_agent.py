@@ -110,6 +110,35 @@ async def test_the_time_budget_stops_searching(box: Mailbox, pool: Database,
     assert result.usage.seconds == pytest.approx(5.0)
 
 
+async def test_the_time_budget_stops_the_answer_step(box: Mailbox, pool: Database,
+                                                    engine: SemanticEngine) -> None:
+    """Reading long threads can outlast the budget; past max_seconds the answer step ends the
+    call budget_exhausted (it ran to the job's deadline, which answered `unavailable`: found
+    by a second attack). Time passes here only at the answer step's own checkpoints."""
+    now = 0.0
+    after_read = 0
+
+    async def progress(step: int, total: int, message: str) -> None:
+        nonlocal after_read
+        if message.startswith("read:"):
+            after_read = 1
+
+    async def checkpoint() -> None:
+        nonlocal now, after_read
+        if after_read:
+            after_read += 1
+            if after_read > 2:  # past the check right after reading: inside the answer step
+                now += 5.0
+
+    request = DeepSearchRequest(question=BUDGET_QUESTION, identity_ids=[box.identity_id],
+                                time_zone="Europe/London", max_seconds=3)
+    result = await deep_search(pool, engine, request, backend=BuiltinBackend(),
+                               progress=progress, checkpoint=checkpoint, clock=lambda: now)
+    assert result.status == "budget_exhausted" and result.answer == ""
+    assert [t.action for t in result.trace][-1] == "read"
+    assert result.usage.messages_read >= 1 and result.usage.seconds >= 3
+
+
 class Stop(Exception):
     pass
 
