@@ -595,7 +595,32 @@ def parse(q: str, *, custom_patterns: Mapping[str, str] | None = None) -> Query:
             operator value, an unbalanced quote or parenthesis, a dangling OR or a lone '-'; the
             message names the token and the character where it starts, and ``fix`` says what to write.
     """
-    return Query(_Parser(q, custom_patterns or {}).query())
+    query = Query(_Parser(q, custom_patterns or {}).query())
+    _check_range(query.root)
+    return query
+
+
+def _check_range(root: Node | None) -> None:
+    """Refuse a query whose own ``after:`` is not before its own ``before:``: nothing can match,
+    and swapped dates otherwise read as "no such mail" (found by an attack). Only operators the
+    query ANDs at its top are compared, and only two dates or two instants (a date's zone is the
+    tenant's, applied later)."""
+    nodes = root.nodes if isinstance(root, And) else (root,) if root is not None else ()
+    bounds: dict[OperatorName, list[str]] = {OperatorName.AFTER: [], OperatorName.BEFORE: []}
+    for node in nodes:
+        if isinstance(node, Operator) and node.name in bounds:
+            bounds[node.name].append(node.normalized)
+    for after in bounds[OperatorName.AFTER]:
+        for before in bounds[OperatorName.BEFORE]:
+            if ("T" in after) == ("T" in before) and _moment(after) >= _moment(before):
+                raise invalid("q", f"after:{after} is not before before:{before}, so no message "
+                              "can match.", "Swap the two, or drop one: after: is the first "
+                              "day searched, before: the day after the last.")
+
+
+def _moment(value: str) -> str | datetime:
+    """A normalized after:/before: value in a form that compares in time order."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if "T" in value else value
 
 
 # --- rendering -------------------------------------------------------------------------------------

@@ -513,3 +513,23 @@ def test_exported_members() -> None:
     }
     assert public <= set(query_module.__all__)
     assert all(hasattr(query_module, name) for name in query_module.__all__)
+
+
+@pytest.mark.parametrize("q", [
+    "after:2026-10-01 before:2026-09-01", "invoice after:2026-09-01 before:2026-09-01",
+    "after:2026-09-02T10:00:00Z before:2026-09-02T09:00:00+00:00",
+])
+def test_an_after_not_before_its_before_is_an_error(q: str) -> None:
+    # swapped dates gave 0 hits without a word (found by an attack)
+    error = rejected(q)
+    assert error.details == {"path": "q"} and "no message can match" in error.message
+    assert error.fix is not None and "Swap" in error.fix
+
+
+@pytest.mark.parametrize("q", [
+    "after:2026-09-01 before:2026-09-02", "after:2026-09-01T09:00:00Z before:2026-09-01T10:00:00Z",
+    "after:2026-10-01 OR before:2026-09-01",  # either side of a range: not one range
+    "after:2026-09-02 before:2026-09-02T00:30:00+14:00",  # a date and an instant: zone unknown
+])
+def test_a_range_that_can_match_is_kept(q: str) -> None:
+    assert parse(q).root is not None
