@@ -6,6 +6,7 @@ again so the workers replace those vectors."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from shared.db import connect, open_database
 from shared.db.migrate import available
 from shared.embeddings.embedder import (EmbedderUnavailable, OnnxEmbedder, load_embedder,
                                         onnx_model)
-from shared.embeddings.quantized import (MIN_COSINE, MODEL, SHIPPED_MODEL, cache_dir,
+from shared.embeddings.quantized import (HEADS, MIN_COSINE, MODEL, SHIPPED_MODEL, ModelUnavailable,
+                                         cache_dir, model_path,
                                          shipped_model_path)
 from shared.embeddings.store import chunk_texts, coverage, embed_pending, progress
 from shared.ingest.pipeline import ingest_raw
@@ -103,6 +105,44 @@ def test_an_unwritable_cache_is_a_clear_error(tmp_path: Path) -> None:
         cache.mkdir(mode=0o500)
     with pytest.raises(EmbedderUnavailable, match="PM_MODEL_CACHE"):
         load_embedder("onnx", 1, str(cache))
+
+
+def test_each_layers_attention_runs_as_one_int8_node() -> None:
+    """The exporter's attention (three products, heads split and joined by reshapes and
+    transposes, a softmax guarded against NaN) is one ``QAttention`` a layer in the built model,
+    which quantizes the layer's input once (issue 14)."""
+    import onnx
+
+    ops = collections.Counter(n.op_type for n in onnx.load(str(onnx_model())).graph.node)
+    shipped = collections.Counter(
+        n.op_type for n in onnx.load(str(shipped_model_path())).graph.node)
+    assert ops["QAttention"] == shipped["Softmax"] == 6
+    assert ops["Softmax"] == ops["Transpose"] == ops["IsNaN"] == ops["Where"] == 0
+    attention = next(n for n in onnx.load(str(onnx_model())).graph.node
+                     if n.op_type == "QAttention")
+    assert [a.i for a in attention.attribute if a.name == "num_heads"] == [HEADS]
+
+
+def test_a_model_whose_attention_is_not_the_expected_shape_is_refused(tmp_path: Path) -> None:
+    """An attention scaled otherwise than the fused node scales (one over the square root of
+    the head size) would embed differently once fused: the build refuses it by name."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(shipped_model_path()))
+    softmax = next(n for n in graph.graph.node if n.op_type == "Softmax")
+    producers = {o: n for n in graph.graph.node for o in n.output}
+    scores = producers[producers[softmax.input[0]].input[0]]  # Add(mask) <- MatMul(q, k)
+    scaled_query = producers[scores.input[0]]
+    (name,) = [i for i in scaled_query.input if i in {t.name for t in graph.graph.initializer}]
+    for i, tensor in enumerate(graph.graph.initializer):
+        if tensor.name == name:
+            graph.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(tensor) * 2, name))
+    source = tmp_path / "model.onnx"
+    onnx.save(graph, str(source))
+    with pytest.raises(ModelUnavailable, match="scales its attention"):
+        model_path(tmp_path / "cache", lambda shipped, built: 1.0, source)
 
 
 def test_the_default_cache_folder_follows_xdg(monkeypatch, tmp_path: Path) -> None:
