@@ -319,18 +319,61 @@ def _read_addresses(
         # Its 8-bit bytes are read first (SMTPUTF8 mail, RFC 6532, has UTF-8 addr-specs).
         parsed = [(_compat_text(display_name), addr_spec) for display_name, addr_spec
                   in email.utils.getaddresses([_unfolded(value)])]
+    written = _unfolded(value).lower()
+    kept: list[str] = []
+    misread = False
     for display_name, addr_spec in parsed:
         addr_spec = addr_spec.strip().lower()
         if "@" not in addr_spec or _garbled(addr_spec) or len(addr_spec) > MAX_ADDRESS_CHARS:
             if addr_spec:
                 defects.add(f"{name}: dropped {addr_spec[:100]!r}, not an address")
             continue
+        if not _as_written(addr_spec, written) and _angle_addrs(written):
+            defects.add(f"{name}: dropped {addr_spec[:100]!r}, a display name read as an address")
+            misread = True
+            continue
+        kept.append(addr_spec)
         shown = _capped(f"{name} display name",
                         _one_line(f"{name} display name", _storable(display_name),
                                   defects).strip(),
                         MAX_NAME_CHARS, defects)
         into.append(Address(address=_storable(addr_spec), name=shown or None))
+    if misread:
+        # A parser that read a display name holding "@" as the address ("Bank
+        # security@bank.example <attacker@evil.example>") lost the address between the angle
+        # brackets, which is the mailbox's (RFC 5322 section 3.4; found by an attack).
+        for addr_spec in _angle_addrs(written):
+            if addr_spec not in kept and len(addr_spec) <= MAX_ADDRESS_CHARS:
+                defects.add(f"{name}: took {addr_spec[:100]!r} from between angle brackets")
+                kept.append(addr_spec)
+                into.append(Address(address=_storable(addr_spec), name=None))
     return _storable(text)  # the field as kept with the headers: PostgreSQL text too
+
+
+#: A quoted local part (RFC 5322 section 3.4.1), the only place an addr-spec holds a space.
+_QUOTED_LOCAL = re.compile(r'"(?:[^"\\]|\\.)*"@[^\s"@]+')
+#: A quoted string of a field (RFC 5322 section 3.2.4), where "<" and "@" are only text.
+_QUOTED_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+#: An angle-addr (RFC 5322 section 3.4) outside quoted strings.
+_ANGLE_ADDR = re.compile(r'<([^\s<>"@(),:;\[\]\\]+@[^\s<>"@(),:;\[\]\\]+)>')
+
+
+def _as_written(addr_spec: str, written: str) -> bool:
+    """Whether ``addr_spec`` (lower case) can be what the field ``written`` (unfolded, lower
+    case) says: without white space, or a quoted local part the field holds as it is. A parser
+    that gives more, in a field that has an angle-addr, read a display name or an undecoded
+    encoded word as the address: the default policy quotes ``Bank security@bank.example`` into
+    ``"bank security"@bank.example``, compat32 keeps ``=?utf-8?q?bank=0d=0a?=
+    security@bank.example`` whole (found by an attack). Without an angle-addr such an address
+    is kept: it is all the sender wrote (``big bug bb@bug.com``)."""
+    if not any(ch.isspace() for ch in addr_spec):
+        return True
+    return _QUOTED_LOCAL.fullmatch(addr_spec) is not None and addr_spec in written
+
+
+def _angle_addrs(written: str) -> list[str]:
+    """The addr-specs between angle brackets in ``written``, outside its quoted strings."""
+    return list(dict.fromkeys(_ANGLE_ADDR.findall(_QUOTED_STRING.sub('""', written))))
 
 
 #: Address fields up to this many characters are remembered (:func:`_address_field`); longer ones

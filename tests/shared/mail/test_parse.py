@@ -11,6 +11,8 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from shared.mail.model import Address, ParsedMessage
 from shared.mail.parse import CHARSET_ALIASES, MAX_HEADER_CHARS, MAX_HEADERS, parse_message
 from shared.mail.sources import iter_sources
@@ -387,6 +389,31 @@ def test_an_encoded_line_break_in_a_display_name_or_subject_forges_nothing() -> 
     assert parsed.subject == "Hello  Bcc: x@example.com"
     assert "Subject: a line break or control character in its encoded text, made a space" \
         in parsed.defects
+
+
+@pytest.mark.parametrize("display_name", [
+    "=?utf-8?q?Bank=0D=0A?= security@bank.example",  # compat32 kept the words as the address
+    "Bank security@bank.example",  # the default policy made it "bank security"@bank.example
+])
+def test_a_display_name_holding_an_address_does_not_become_the_sender(display_name) -> None:
+    """A display name with an "@" and a space in it, before an angle-addr, was stored as the
+    sender, so from:@bank.example and a mail_wait for that domain matched the attacker's mail
+    (found by an attack): the sender is the angle-addr, with a defect saying what was dropped."""
+    parsed = parse_message(
+        f"From: {display_name} <attacker@evil.example>\r\nTo: desk@acme.example\r\n"
+        "Subject: Your bank code\r\n\r\nYour code is 834211.\r\n".encode())
+    assert parsed.from_ is not None and parsed.from_.address == "attacker@evil.example"
+    assert any("a display name read as an address" in d for d in parsed.defects)
+    assert not any(a.address.endswith("bank.example") for a in [parsed.from_, *parsed.to])
+
+
+def test_an_address_with_a_space_and_no_angle_addr_is_kept_as_written() -> None:
+    """Without an angle-addr, ``big bug bb@bug.com`` is all the sender wrote (SpamAssassin
+    mail has such fields): it stays the sender, and a quoted local part is an address."""
+    parsed = parse_message(b"From: big bug bb@bug.com\r\nTo: \"Jo Smith\"@example.com\r\n"
+                           b"Subject: s\r\n\r\nbody\r\n")
+    assert parsed.from_ is not None and parsed.from_.address == '"big bug bb"@bug.com'
+    assert [a.address for a in parsed.to] == ['"jo smith"@example.com']
 
 
 def test_a_utf8_address_of_smtputf8_mail_is_kept() -> None:
