@@ -43,9 +43,9 @@ from shared.outbound.addresses import Mailbox, domain_of
 from shared.outbound.header_text import inert, plain_text
 from shared.outbound.model import Attachment
 
-__all__ = ["MAX_REFERENCES", "QUOTE_CHARS", "OutgoingPart", "Draft", "Composed", "parts_of",
-           "compose", "reply_subject", "forward_subject", "references_for", "quoted_reply",
-           "forwarded_text"]
+__all__ = ["MAX_REFERENCES", "QUOTE_CHARS", "MAX_LINE_OCTETS", "OutgoingPart", "Draft", "Composed",
+           "parts_of", "compose", "reply_subject", "forward_subject", "references_for",
+           "quoted_reply", "forwarded_text"]
 
 #: Most msg-ids written in References: the root and the newest ones (RFC 5322 section 3.6.4
 #: allows trimming; long chains only cost every later message bytes).
@@ -117,6 +117,7 @@ def parts_of(attachments: list[Attachment]) -> list[OutgoingPart]:
         if not _MIME_TYPE.match(item.content_type):
             raise invalid(f"{path}.content_type", f"{item.content_type!r} is not a MIME type.",
                           "Pass type/subtype, such as application/pdf or image/png.")
+        _check_kind(path, item.content_type.lower(), content)
         cid = item.content_id
         if cid is not None:
             cid = plain_text(f"{path}.content_id", cid).strip().strip("<>").strip() or None
@@ -127,6 +128,49 @@ def parts_of(attachments: list[Attachment]) -> list[OutgoingPart]:
                                   content_type=item.content_type.lower(), content=content,
                                   disposition=item.disposition, content_id=cid))
     return parts
+
+
+#: Longest line of an attached message, CRLF excluded (RFC 5322 section 2.1.1): it is sent as
+#: it is, never base64 (RFC 2046 section 5.2.1), and a relay refuses longer ones.
+MAX_LINE_OCTETS = 998
+#: A header field's name and colon (RFC 5322 section 3.6.8), which a message starts with.
+_FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+
+
+def _check_kind(path: str, content_type: str, content: bytes) -> None:
+    """Refuse an attachment that cannot be sent as its type says (found by an attack: a
+    ``message/delivery-status`` part failed the composer, a ``multipart/mixed`` one went out
+    without a boundary, a ``message/rfc822`` one of PDF bytes went out raw).
+
+    Raises:
+        PylotaError: ``invalid_request`` at ``{path}.content_type`` or ``{path}.content_base64``.
+    """
+    maintype = content_type.split("/", 1)[0]
+    if maintype == "multipart":
+        raise invalid(f"{path}.content_type",
+                      f"{content_type} is a container of parts, not one attachment.",
+                      "Send each file as an attachment of its own, with its own type such as "
+                      "application/pdf.")
+    if maintype == "message" and content_type != "message/rfc822":
+        raise invalid(f"{path}.content_type", f"{content_type} cannot be attached here.",
+                      "Attach an email as message/rfc822, and anything else as text/plain or "
+                      "application/octet-stream.")
+    if content_type != "message/rfc822":
+        return
+    fix = "Attach the email's RFC 5322 bytes, or send the file as application/octet-stream."
+    if not _FIELD_START.match(content):
+        raise invalid(f"{path}.content_base64",
+                      "The message/rfc822 content does not start with a header field, so it "
+                      "is not an email.", fix)
+    if b"\0" in content:
+        raise invalid(f"{path}.content_base64",
+                      "The message/rfc822 content holds NUL bytes, which mail cannot carry.", fix)
+    for number, line in enumerate(content.split(b"\n"), 1):
+        if len(line.removesuffix(b"\r")) > MAX_LINE_OCTETS:
+            raise invalid(f"{path}.content_base64",
+                          f"Line {number} of the attached email is longer than "
+                          f"{MAX_LINE_OCTETS} octets (RFC 5322 section 2.1.1); an email is "
+                          "attached as it is, so no relay would take it.", fix)
 
 
 def _address(box: Mailbox) -> Address:
@@ -145,6 +189,12 @@ def _attach(target: EmailMessage, part: OutgoingPart, *, related: bool = False) 
         # An attached message is a message, not bytes (RFC 2046 section 5.2.1 forbids base64).
         inner = email.message_from_bytes(part.content, policy=policy.default)
         target.add_attachment(inner, **options)  # type: ignore[arg-type]
+    elif maintype in ("message", "multipart"):
+        # A forwarded part of another message type (a bounce's message/delivery-status, which
+        # the composer cannot carry as bytes) goes as the bytes it is (parts_of refuses these
+        # from a caller).
+        target.add_attachment(part.content, "application", "octet-stream",
+                              **options)  # type: ignore[arg-type]
     elif related:
         target.add_related(part.content, maintype, subtype, **options)  # type: ignore[arg-type]
     else:

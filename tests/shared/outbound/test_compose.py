@@ -114,6 +114,48 @@ def test_attachments_are_decoded_and_checked():
                      "attachments[0].filename", "attachments[0].content_id"]
 
 
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(("content_type", "content", "path", "says"), [
+    ("message/delivery-status", b"Reporting-MTA: dns; x\r\n", "content_type",
+     "cannot be attached"),
+    ("multipart/mixed", b"hi", "content_type", "container of parts"),
+    ("message/rfc822", b"%PDF-1.4\n%\xe2\xe3\n", "content_base64", "not an email"),
+    ("message/rfc822", b"From: a@b.example\r\nSubject: x\r\n\r\n" + b"A" * 5000,
+     "content_base64", "Line 4 of the attached email is longer than 998 octets"),
+    ("message/rfc822", b"From: a@b.example\r\n\r\nx\0y", "content_base64", "NUL"),
+])
+def test_an_attachment_its_type_cannot_carry_is_refused(content_type, content, path, says):
+    """A message/delivery-status part failed the composer (500), a multipart/mixed one went out
+    without a boundary, and message/rfc822 bytes that are no email went out raw, failing at the
+    relay after the send was accepted (found by an attack): each is invalid_request naming the
+    field."""
+    with pytest.raises(PylotaError) as caught:
+        parts_of([Attachment(filename="x", content_type=content_type,
+                             content_base64=b64(content))])
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.details["path"] == f"attachments[0].{path}"
+    assert says in caught.value.message and caught.value.fix
+
+
+def test_an_attached_email_and_a_forwarded_status_report_are_composed():
+    """An email of lines within 998 octets is attached as a message; a forwarded part of a
+    type the composer cannot carry as bytes (a bounce's message/delivery-status, which reaches
+    compose from a stored message, not from parts_of) goes as application/octet-stream."""
+    inner = b"From: a@b.example\r\nSubject: inner\r\n\r\nhello\r\n"
+    parts = parts_of([Attachment(filename="m.eml", content_type="message/rfc822",
+                                 content_base64=b64(inner))])
+    status = OutgoingPart(filename="d.txt", content_type="message/delivery-status",
+                          content=b"Reporting-MTA: dns; x.example\r\n")
+    raw = compose(Draft(sender=DESK, to=[JO], subject="s", text="see", parts=[*parts, status])).raw
+    sent = email.message_from_bytes(raw, policy=policy.default)
+    kinds = [p.get_content_type() for p in sent.iter_attachments()]
+    assert kinds == ["message/rfc822", "application/octet-stream"]
+    assert b"Subject: inner" in raw and b"Reporting-MTA" not in raw  # the status is base64
+
+
 @pytest.mark.parametrize(("subject", "reply", "forward"), [
     ("Plan", "Re: Plan", "Fwd: Plan"),
     ("Re: Plan", "Re: Plan", "Fwd: Re: Plan"),
