@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -23,11 +22,13 @@ from tests.conftest import REDIS_URL, free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class _Refuses(http.server.BaseHTTPRequestHandler):
-    """Another server on the port: 401 to everything, as any Pylota front answers a strange key."""
+class _Answers(http.server.BaseHTTPRequestHandler):
+    """Another server on the port that answers 200 to everything, as another clone's demo front
+    on the same database answers this demo's key (a fresh user's report: the demo said it was
+    running, with its own front stopped on the taken port and its workers left running)."""
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(401)
+        self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -37,7 +38,7 @@ class _Refuses(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def taken_port() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
@@ -48,14 +49,6 @@ def demo(db_url: str, state: Path, port: int) -> subprocess.CompletedProcess[str
            "PM_NAMESPACE": f"demo{uuid.uuid4().hex[:8]}", "DEMO_STATE": str(state)}
     return subprocess.run(["bash", str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
-
-
-def alive(pid_file: Path) -> bool:
-    try:
-        os.kill(int(pid_file.read_text()), 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def stop(state: Path) -> None:
@@ -72,14 +65,9 @@ async def test_demo_fails_on_a_taken_port_and_runs_on_a_free_one(db_url: str, tm
     try:
         failed = demo(db_url, state, taken_port)
         assert failed.returncode == 1, failed.stderr[-2000:]
-        assert "the front stopped at start" in failed.stderr
-        assert f"PORT={taken_port} may be taken" in failed.stderr
+        assert f"PORT={taken_port} is taken" in failed.stderr
         assert "is running" not in failed.stderr and failed.stdout == ""
-        deadline = time.monotonic() + 10
-        while any(alive(state / f"{n}.pid") for n in ("worker", "batch-worker")) \
-                and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not any(alive(state / f"{n}.pid") for n in ("front", "worker", "batch-worker"))
+        assert not list(state.glob("*.pid"))  # nothing was started
 
         port = free_port()
         ran = demo(db_url, state, port)
