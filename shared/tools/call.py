@@ -207,7 +207,23 @@ def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = Fa
     except msgspec.ValidationError as exc:
         raise _validation_error(exc, spec) from None
     _check_instants(args)
+    _check_unique(spec, arguments)
     return args
+
+
+def _check_unique(spec: ToolSpec, arguments: dict[str, Any]) -> None:
+    """Each list whose schema says ``uniqueItems`` names an item once (msgspec does not check
+    it; found by an attack: ``components: ["from", "from"]`` was signed)."""
+    for name, schema in spec.input_schema.get("properties", {}).items():
+        items = arguments.get(name)
+        if schema.get("uniqueItems") and isinstance(items, list):
+            seen: set[str] = set()
+            for n, item in enumerate(items):
+                key = json.dumps(item, sort_keys=True)
+                if key in seen:
+                    raise invalid(f"{name}[{n}]", f"{name} lists {key} twice.",
+                                  f"List each item of {name} once.")
+                seen.add(key)
 
 
 def _integral(value: Any) -> Any:
@@ -265,7 +281,8 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaErr
     if message.startswith("Object contains unknown field"):
         path = ".".join(p for p in (path if path != "arguments" else "",
                                      message.rsplit("`", 2)[-2]) if p)
-        fix = f"Remove {path}; {spec.name} takes only: {', '.join(properties)}."
+        fix = (f"Remove {path}; {spec.name} takes only: {', '.join(properties)}." if properties
+               else f"Remove {path}; {spec.name} takes no arguments.")
     elif message.startswith("Object missing required field"):
         missing = message.rsplit("`", 2)[-2]
         path = ".".join(p for p in (path if path != "arguments" else "", missing) if p)
@@ -276,6 +293,13 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaErr
         fix = _schema_fix(path, schema["items"] if "[" in path and "items" in schema else schema)
     return PylotaError(ErrorCode.INVALID_REQUEST, f"Invalid argument {path}: {message}.",
                        fix=fix, details={"path": path})
+
+
+def _span(schema: dict[str, Any], bound: str, unit: str) -> str:
+    """``1 to 100 characters`` or ``at most 100 characters`` from ``minLength``/``maxLength``
+    (``bound`` ``Length``) or ``minItems``/``maxItems`` (``Items``)."""
+    low, high = schema.get(f"min{bound}", 0), schema[f"max{bound}"]
+    return f"{low} to {high} {unit}" if low else f"at most {high} {unit}"
 
 
 #: The pattern of an id argument (``shared.tools.arguments``: ``^msg_[0-9A-HJKMNP-TV-Z]{26}$``).
@@ -302,7 +326,7 @@ def _schema_fix(path: str, schema: dict[str, Any]) -> str:
     if kind == "string" and "pattern" in schema:
         return f"Give {path} as a string matching {schema['pattern']}."
     if kind == "string" and "maxLength" in schema:
-        return f"Give {path} as a string of at most {schema['maxLength']} characters."
+        return f"Give {path} as a string of {_span(schema, 'Length', 'characters')}."
     if kind == "array" and "maxItems" in schema:
-        return f"Give {path} as a list of at most {schema['maxItems']} items."
+        return f"Give {path} as a list of {_span(schema, 'Items', 'items')}."
     return f"Correct {path} to match the tool's inputSchema."

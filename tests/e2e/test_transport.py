@@ -585,6 +585,23 @@ async def test_argument_errors_name_the_field_and_a_concrete_fix(stack, argument
     assert hint in error["fix"]
 
 
+@pytest.mark.parametrize(("tool", "arguments", "path", "hint"), [
+    ("mail_get_usage", {"x": 1}, "x", "mail_get_usage takes no arguments."),
+    ("mail_search_contacts", {"q": ""}, "q", "Give q as a string of 1 to 100 characters."),
+    ("mail_search", {"q": "", "scope": "tenant", "identity_ids": [
+        "idn_01J9Z3AAAAAAAAAAAAAAAAAAAA", "idn_01J9Z3AAAAAAAAAAAAAAAAAAAA"]},
+     "identity_ids[1]", "List each item of identity_ids once."),
+])
+async def test_fixes_fit_the_schema_found_by_an_attack(stack, tool, arguments, path, hint):
+    """A tool without arguments said it "takes only: ." and an empty q that it wanted "at most
+    100 characters"; a list whose schema says uniqueItems took an item twice."""
+    wire, *_ = stack
+    _, [message] = await wire.legacy("tools/call", {"name": tool, "arguments": arguments})
+    error = json.loads(message["result"]["content"][0]["text"])["error"]
+    assert (error["code"], error["details"]["path"]) == (ErrorCode.INVALID_REQUEST, path)
+    assert hint in error["fix"]
+
+
 @pytest.mark.parametrize(("arguments", "path"), [
     ({"q": "", "after": "0001-01-01T00:00:00+14:00"}, "after"),
     ({"q": "", "before": "9999-12-31T23:59:59-14:00"}, "before"),
