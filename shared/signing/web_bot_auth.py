@@ -166,9 +166,12 @@ def _parse_url(url: str) -> tuple[SplitResult, int | None]:
                       ) from exc
     try:
         port = parts.port
-    except ValueError as exc:
-        raise invalid("url", "The url's port is not a number from 0 to 65535.",
-                      "Fix the port in url, or leave it out for 443.") from exc
+        usable = port != 0  # reserved; no server listens on it (RFC 6335 section 6)
+    except ValueError:  # past 65535, or not a number
+        usable = False
+    if not usable:
+        raise invalid("url", "The url's port is not a number from 1 to 65535.",
+                      "Fix the port in url, or leave it out for 443.")
     if not parts.hostname:
         raise invalid("url", "The url has no host.",
                       "Pass a full URL such as https://example.com/.")

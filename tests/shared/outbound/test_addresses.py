@@ -12,6 +12,7 @@ from shared.outbound.model import Recipient
 
 @pytest.mark.parametrize(("item", "expected"), [
     ("jo@example.com", Mailbox(address="jo@example.com")),
+    ("a" * 64 + "@example.com", Mailbox(address="a" * 64 + "@example.com")),
     ("Jo@EXAMPLE.com", Mailbox(address="Jo@example.com")),
     ("Jo Lee <jo@example.com>", Mailbox(address="jo@example.com", name="Jo Lee")),
     ('"Lee, Jo" <jo@example.com>', Mailbox(address="jo@example.com", name="Lee, Jo")),
@@ -28,6 +29,7 @@ def test_accepted_recipients_leave_in_ascii(item, expected):
     "jo@example.com\r\nBcc: evil@example.net", "a@example.com, b@example.com",
     Recipient(address="Jo <jo@example.com>"),
     Recipient(address="jo@example.com", name="Jo\r\nBcc: evil@example.net"),
+    "a" * 65 + "@example.com",  # RFC 5321 section 4.5.3.1.1: 64 octets (found by an attack)
 ])
 def test_refused_recipients_name_their_path(item):
     with pytest.raises(PylotaError) as caught:

@@ -153,6 +153,7 @@ async def test_an_address_that_is_not_ascii_is_refused(conn):
     "https:///path-only", "https://☃.example/",
     # found by an attack: the first was a 500, the others were signed
     "https://[zz]/", "https://xn--/", "https://a..b/", "https://.ex.com/", "https://a_b.example/",
+    "https://api.example.com:0/",  # found by a later attack: no server listens on port 0
 ])
 async def test_a_url_that_cannot_be_signed_is_refused_naming_url(conn, url):
     with pytest.raises(PylotaError) as refused:
