@@ -550,8 +550,10 @@ def _unsupported_version(requested: str, request_id: RequestId | UnsetType, *,
         RejectionKind.UNSUPPORTED_VERSION,
         (f"Unsupported protocol version: the request has no MCP-Protocol-Version header, "
          f"which means {requested}. Send MCP-Protocol-Version: {LEGACY_VERSIONS[0]} "
-         f"(after initialize), or params._meta[{PROTOCOL_VERSION_META_KEY!r}]: "
-         f"{MODERN_VERSION}.") if unstated else "Unsupported protocol version",
+         f"(after initialize); or, for {MODERN_VERSION}, put {PROTOCOL_VERSION_META_KEY!r}: "
+         f"{MODERN_VERSION!r} and {CLIENT_CAPABILITIES_META_KEY!r}: {{}} in params._meta, with "
+         f"the headers MCP-Protocol-Version: {MODERN_VERSION} and Mcp-Method: the method."
+         ) if unstated else "Unsupported protocol version",
         data=msgspec.to_builtins(data),
         id=_echo(request_id),
     )

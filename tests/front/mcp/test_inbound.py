@@ -374,6 +374,11 @@ def test_legacy_without_served_header_is_400_unsupported(headers: dict[str, str]
     assert ("no MCP-Protocol-Version header" in rejection.message) == (headers == {})
     if not headers:
         assert "MCP-Protocol-Version: 2025-11-25" in rejection.message
+        # the modern way names all it needs (it named the version alone, which then failed on
+        # the missing capabilities: a new user's report)
+        for needed in (PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY,
+                       "MCP-Protocol-Version: 2026-07-28", "Mcp-Method"):
+            assert needed in rejection.message
 
 
 @pytest.mark.parametrize("token", [None, 1.5, True, [1], {"a": 1}])
