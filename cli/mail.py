@@ -41,7 +41,7 @@ __all__ = ["import_cmd", "embeddings"]
                 type=click.Path(exists=True, path_type=Path))
 def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
                paths: tuple[Path, ...]) -> None:
-    """Import .eml files, mbox files (.mbox, .mbox.gz) and maildir folders, recursively."""
+    """Import .eml files, mbox files (.mbox, .mbx, .mbox.gz) and maildir folders, recursively."""
     async def work(settings: Settings) -> tuple[ImportSummary, str | None]:
         # A PostgreSQL that stops answering without closing the connection (a stalled network)
         # would otherwise hold the import for ever (found by an attack).
