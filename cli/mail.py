@@ -120,7 +120,7 @@ def embeddings() -> None:
 def embeddings_status(identity: str | None, as_json: bool) -> None:
     """Per identity: messages with a vector of the configured model (PM_EMBEDDER) out of all,
     how many wait in the queue, the batch workers' recent rate and the time left."""
-    async def work(settings: Settings) -> list[IdentityProgress]:
+    async def work(settings: Settings) -> tuple[list[IdentityProgress], dict[str, str]]:
         model = model_name(settings.pm_embedder)
         if model is None:
             raise PylotaError(ErrorCode.INVALID_REQUEST, "PM_EMBEDDER is off: nothing is embedded.",
@@ -129,20 +129,30 @@ def embeddings_status(identity: str | None, as_json: bool) -> None:
         try:
             ids = (None if identity is None
                    else [(await tenancy.resolve_identity(conn, identity)).id])
-            return await progress(conn, model, ids)
+            found = await progress(conn, model, ids)
+            # An id alone says little to a person with several mailboxes (a new user's report).
+            addresses = {}
+            for p in found:
+                page = await tenancy.list_identities(
+                    conn, tenant_ids=None, identity_id=p.identity_id, status=None, purpose=None,
+                    after_id=None, limit=1)
+                addresses[p.identity_id] = page[0].addresses[0] if page and page[0].addresses \
+                    else "-"
+            return found, addresses
         finally:
             await conn.close()
 
-    found = run(work)
+    found, addresses = run(work)
     if as_json:
         for p in found:
             click.echo(msgspec.json.encode(p).decode())
         return
-    click.echo(f"{'identity':30}  {'embedded / total':>17}  {'queued':>7}  {'rate':>12}  time left")
+    click.echo(f"{'identity':30}  {'address':30}  {'embedded / total':>17}  {'queued':>7}  "
+               f"{'rate':>12}  time left")
     for p in found:
         left = "done" if not p.queued else _duration(p.seconds_left)
-        click.echo(f"{p.identity_id:30}  {f'{p.embedded} / {p.total}':>17}  {p.queued:>7}  "
-                   f"{_rate(p):>12}  {left}")
+        click.echo(f"{p.identity_id:30}  {addresses[p.identity_id]:30}  "
+                   f"{f'{p.embedded} / {p.total}':>17}  {p.queued:>7}  {_rate(p):>12}  {left}")
 
 
 @embeddings.command("prepare")

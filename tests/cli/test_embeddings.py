@@ -27,9 +27,9 @@ async def test_status_and_the_import_summary_say_how_long_embedding_takes(db_url
     status = pylota(db_url, "embeddings", "status")
     assert status.returncode == 0, status.stderr
     header, row = status.stdout.splitlines()
-    assert header.split() == ["identity", "embedded", "/", "total", "queued", "rate", "time",
-                              "left"]
-    assert row.split()[:5] == [identity, "0", "/", "8", "8"]
+    assert header.split() == ["identity", "address", "embedded", "/", "total", "queued", "rate",
+                              "time", "left"]
+    assert row.split()[:6] == [identity, "desk@pylota.example", "0", "/", "8", "8"]
     assert row.endswith("under a minute")
 
     pool = await open_database(db_url, size=2, acquire_seconds=5)
