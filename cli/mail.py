@@ -74,14 +74,16 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
     summary, embedding = run(work)
     if as_json:
         click.echo(msgspec.json.encode(summary).decode())
-        return
-    click.echo(f"imported {summary.imported}, duplicates {summary.duplicates}, "
-               f"failed {len(summary.failed)}, stored with parse defects "
-               f"{len(summary.with_defects)} (listed by --json)")
-    for failure in summary.failed:
-        click.echo(f"  failed: {failure.origin}: {failure.reason}")
-    if embedding:
-        click.echo(embedding)
+    else:
+        click.echo(f"imported {summary.imported}, duplicates {summary.duplicates}, "
+                   f"failed {len(summary.failed)}, stored with parse defects "
+                   f"{len(summary.with_defects)} (listed by --json)")
+        for failure in summary.failed:
+            click.echo(f"  failed: {failure.origin}: {failure.reason}")
+        if embedding:
+            click.echo(embedding)
+    if summary.failed and not summary.imported and not summary.duplicates:
+        sys.exit(1)  # nothing of it was mail: a script must see it
 
 
 def _duration(seconds: float | None) -> str:

@@ -74,6 +74,27 @@ def test_errors_name_the_field_and_the_fix(db_url):
     assert down.returncode == 1 and "PostgreSQL is not reachable" in down.stderr
 
 
+def test_an_import_of_which_nothing_is_mail_exits_1(db_url, tmp_path):
+    """Every input failed (a folder of notes, a wrong path inside a maildir): the summary says so
+    and the command exits 1, so a script sees it (it exited 0: a new user's report). One mail
+    among the failures is a partial import, which exits 0 and lists the failures."""
+    assert pylota(db_url, "tenants", "create", "acme").returncode == 0
+    assert pylota(db_url, "identities", "create", "--tenant", "acme", "--address",
+                  "desk@acme.example").returncode == 0
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "SOURCES.md").write_text("# Where this mail came from\n")
+    done = pylota(db_url, "import", "--identity", "desk@acme.example", "--no-progress", str(notes))
+    assert done.returncode == 1, done.stderr
+    assert "imported 0, duplicates 0, failed 1" in done.stdout
+    assert "not a mail message" in done.stdout
+    (notes / "one.eml").write_bytes(b"From: a@b.example\r\nSubject: hi\r\n\r\nbody\r\n")
+    partial = pylota(db_url, "import", "--identity", "desk@acme.example", "--no-progress",
+                     str(notes))
+    assert partial.returncode == 0, partial.stderr
+    assert "imported 1, duplicates 0, failed 1" in partial.stdout
+
+
 def test_import_reports_an_unknown_identity(db_url, tmp_path):
     eml = tmp_path / "one.eml"
     eml.write_bytes(b"From: a@b.example\r\nSubject: hi\r\n\r\nbody\r\n")
