@@ -247,6 +247,9 @@ async def _lookup(request: Request[Any, Any, Any], request_id: str, fields: dict
     if not address or len(address) > 254:
         raise invalid("address", "address is required (at most 254 characters).",
                       "Pass ?address=desk@example.com.")
+    if "\x00" in address:  # as every tool argument (shared.tools.call; found by an attack)
+        raise invalid("address", "address contains a NUL character.",
+                      "Remove the %00 from address.")
     async with res.db.acquire() as conn:
         found = await lookup_identity(conn, principal, address)
     return _json(msgspec.to_builtins(found), 200, request_id)
