@@ -386,6 +386,37 @@ async def test_a_bare_cr_in_the_header_is_refused(listener: Listener):
         assert await conn.fetchval("SELECT count(*) FROM messages") == 1
 
 
+async def test_a_helo_name_with_a_control_character_is_refused(listener: Listener):
+    """The EHLO name is written into the stored mail's Received field: "x\\rFrom: CEO <ceo@..>"
+    made the stored sender the forged one (found by an attack). It is refused with 501, and
+    the session goes on with a proper name."""
+    def session() -> tuple[tuple[int, bytes], tuple[int, bytes], dict]:
+        with smtplib.SMTP(listener.host, listener.port, timeout=WAIT) as client:
+            # smtplib itself refuses to send a CR in a command: write the line as it is
+            client.send("EHLO x\rFrom: CEO <ceo@bank.example>\r\n")
+            forged = client.getreply()
+            helo = client.docmd("HELO", "a\x00b")
+            client.ehlo("mta.sender.example")
+            return forged, helo, client.sendmail("jo@sender.example", [DESK], message())
+
+    async with asyncio.timeout(WAIT):
+        forged, helo, refused = await asyncio.to_thread(session)
+    assert forged[0] == 501 and helo[0] == 501 and refused == {}
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT from_address FROM messages") == "jo@sender.example"
+
+
+async def test_a_line_longer_than_rfc_5321_allows_is_stored(listener: Listener):
+    """Mail with lines past 1,000 octets exists (7 of the kit's single messages); aiosmtpd
+    answered 500 and the mail bounced (found by an attack). It is stored, whole."""
+    long = message(subject="long", body="A" * 5000)
+    async with asyncio.timeout(WAIT):
+        assert await asyncio.to_thread(listener.send, long, [DESK]) == {}
+    async with listener.pool.acquire() as conn:
+        text = await conn.fetchval("SELECT text FROM messages")
+    assert "A" * 5000 in text
+
+
 def test_a_results_field_with_bytes_outside_ascii_is_removed():
     """A leading 0xA0 made the listener read "\\ufffdmx.pylota.test" and keep the field, while
     ingest read a no-break space and believed it (found by an attack)."""
