@@ -16,6 +16,8 @@ the drain ticker finds the rows within ``PM_EMBED_POLL_SECONDS``.
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -23,7 +25,7 @@ from redis.exceptions import RedisError
 from shared.embeddings.store import enqueue
 from shared.events import JOB_EXTRACT, NewMail, publish_new_mail, wake_drain
 from shared.extract.store import queue as queue_attachment_texts
-from shared.ingest.prepare import derive
+from shared.ingest.prepare import Prepared, derive
 from shared.logs import get_logger
 from shared.mail.parse import parse_message, unparsed
 from shared.mail.patterns import identity_patterns
@@ -63,7 +65,9 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
         triage or the search index could not be derived (empty when all went cleanly).
     """
     patterns = await identity_patterns(conn, identity_id)
-    prepared = derive(parse_message(raw), patterns, queued=queued)
+    # In a thread: parsing is CPU work of about 0.1 s a MiB, and a 20 MiB message held the SMTP
+    # listener's event loop, every other session included, for 2 s (found by an attack).
+    prepared = await asyncio.to_thread(_prepare, raw, patterns, queued)
     parsed = prepared.parsed
     defects = list(parsed.defects)
     sender = parsed.from_.address if parsed.from_ else None
@@ -123,3 +127,7 @@ async def ingest_raw(conn: asyncpg.Connection, redis: Redis | None, identity_id:
                 log.warning("extraction_not_woken", identity_id=identity_id,
                             message_id=outcome.message_id)
     return outcome, defects
+
+
+def _prepare(raw: bytes, patterns: dict[str, str], queued: bool) -> Prepared:
+    return derive(parse_message(raw), patterns, queued=queued)
