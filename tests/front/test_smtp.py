@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import email
 import smtplib
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 from front import smtp
+import front.smtp
 from front.smtp import DnsTemporaryError, authentication_results, smtp_listener
 from shared.db import open_database
 from shared.mail.store import raw_of
@@ -415,6 +417,37 @@ async def test_a_line_longer_than_rfc_5321_allows_is_stored(listener: Listener):
     async with listener.pool.acquire() as conn:
         text = await conn.fetchval("SELECT text FROM messages")
     assert "A" * 5000 in text
+
+
+async def test_large_messages_are_handled_one_at_a_time(listener: Listener, monkeypatch):
+    """A message takes about 20 times its size in memory while it is checked and stored; three
+    large ones at once would take the listener past 1 GB (found by an attack). Large ones take
+    turns; every one is stored."""
+    monkeypatch.setattr(front.smtp, "LARGE_MESSAGE_BYTES", 4096)
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def counted(raw: bytes, **options: object) -> str:
+        nonlocal running, most
+        with lock:
+            running += 1 if len(raw) > 4096 else 0
+            most = max(most, running)
+        try:
+            time.sleep(0.3)  # long enough for the others to arrive
+            return authentication_results(raw, **options)
+        finally:
+            with lock:
+                running -= 1 if len(raw) > 4096 else 0
+
+    monkeypatch.setattr(front.smtp, "authentication_results", counted)
+    large = [message(subject=f"large {n}", body="x" * 8000) for n in range(3)]
+    async with asyncio.timeout(WAIT * 2):
+        sent = await asyncio.gather(*(asyncio.to_thread(listener.send, m, [DESK])
+                                      for m in [*large, message(subject="small")]))
+    assert sent == [{}] * 4
+    assert most == 1
+    async with listener.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 4
 
 
 def test_a_results_field_with_bytes_outside_ascii_is_removed():
