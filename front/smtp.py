@@ -64,8 +64,9 @@ from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
 
 __all__ = ["MAX_RECIPIENTS", "CHECK_SECONDS", "CHECK_THREADS", "MAX_CHECKS_PER_CLIENT",
-           "MAX_LINE_BYTES", "LARGE_MESSAGE_BYTES", "DnsTemporaryError", "Resolver", "SystemResolver",
-           "authentication_results", "without_our_results", "smtp_listener", "serve_smtp"]
+           "MAX_LINE_BYTES", "LARGE_MESSAGE_BYTES", "DnsTemporaryError", "Resolver",
+           "SystemResolver", "authentication_results", "without_our_results", "smtp_listener",
+           "serve_smtp"]
 
 log = get_logger("front.smtp")
 
@@ -444,8 +445,8 @@ async def smtp_listener(settings: Settings, pool: Database, redis: Redis | None,
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: _Listener(handler, data_size_limit=settings.pm_smtp_max_message_bytes,
-                     hostname=authserv_id, ident="Pylota Mail", enable_SMTPUTF8=True,
-                     loop=loop),
+                          hostname=authserv_id, ident="Pylota Mail", enable_SMTPUTF8=True,
+                          loop=loop),
         host if host is not None else settings.pm_smtp_listen_host,
         port if port is not None else settings.pm_smtp_listen_port)
     try:

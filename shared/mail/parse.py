@@ -319,8 +319,8 @@ def _read_addresses(
         # Its 8-bit bytes are read first (SMTPUTF8 mail, RFC 6532, has UTF-8 addr-specs).
         parsed = [(_compat_text(display_name), addr_spec) for display_name, addr_spec
                   in email.utils.getaddresses([_unfolded(value)])]
-    written = _unfolded(value).lower()
     kept: list[str] = []
+    written = ""  # the field unfolded, in lower case: read only for an addr-spec with a space
     misread = False
     for display_name, addr_spec in parsed:
         addr_spec = addr_spec.strip().lower()
@@ -328,10 +328,13 @@ def _read_addresses(
             if addr_spec:
                 defects.add(f"{name}: dropped {addr_spec[:100]!r}, not an address")
             continue
-        if not _as_written(addr_spec, written) and _angle_addrs(written):
-            defects.add(f"{name}: dropped {addr_spec[:100]!r}, a display name read as an address")
-            misread = True
-            continue
+        if any(ch.isspace() for ch in addr_spec):
+            written = written or _unfolded(value).lower()
+            if not _as_written(addr_spec, written) and _angle_addrs(written):
+                defects.add(f"{name}: dropped {addr_spec[:100]!r}, a display name read as an "
+                            "address")
+                misread = True
+                continue
         kept.append(addr_spec)
         shown = _capped(f"{name} display name",
                         _one_line(f"{name} display name", _storable(display_name),
@@ -359,15 +362,13 @@ _ANGLE_ADDR = re.compile(r'<([^\s<>"@(),:;\[\]\\]+@[^\s<>"@(),:;\[\]\\]+)>')
 
 
 def _as_written(addr_spec: str, written: str) -> bool:
-    """Whether ``addr_spec`` (lower case) can be what the field ``written`` (unfolded, lower
-    case) says: without white space, or a quoted local part the field holds as it is. A parser
+    """Whether ``addr_spec`` (lower case, holding white space) can be what the field ``written``
+    (unfolded, lower case) says: a quoted local part the field holds as it is. A parser
     that gives more, in a field that has an angle-addr, read a display name or an undecoded
     encoded word as the address: the default policy quotes ``Bank security@bank.example`` into
     ``"bank security"@bank.example``, compat32 keeps ``=?utf-8?q?bank=0d=0a?=
     security@bank.example`` whole (found by an attack). Without an angle-addr such an address
     is kept: it is all the sender wrote (``big bug bb@bug.com``)."""
-    if not any(ch.isspace() for ch in addr_spec):
-        return True
     return _QUOTED_LOCAL.fullmatch(addr_spec) is not None and addr_spec in written
 
 
