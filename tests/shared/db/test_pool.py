@@ -3,6 +3,8 @@ a connection used after its release stays an error of ours."""
 
 from __future__ import annotations
 
+import time
+
 import asyncpg
 import pytest
 
@@ -59,6 +61,28 @@ async def test_a_connection_lost_as_it_is_released_is_given_back_without_an_erro
         async with database.acquire() as pooled:
             assert await pooled.fetchval("SELECT 1") == 1
             pooled._con._transport.abort()  # the loss, as a network cut delivers it
+        async with database.acquire() as again:
+            assert await again.fetchval("SELECT 2") == 2
+    finally:
+        await database.close()
+
+
+async def test_an_acquire_that_finds_every_connection_busy_is_unavailable_after_its_bound(db_url):
+    """The bound covers the wait for a free connection: a second caller on a pool of one waits
+    ``acquire_seconds``, gets ``unavailable`` naming the wait, and leaves the pool as it was
+    (the holder's connection serves the next caller)."""
+    database = await open_database(db_url, size=1, acquire_seconds=0.3)
+    try:
+        async with database.acquire() as held:
+            started = time.monotonic()
+            with pytest.raises(PylotaError) as raised:
+                async with database.acquire():
+                    pass
+            waited = time.monotonic() - started
+            assert await held.fetchval("SELECT 1") == 1
+        assert raised.value.code is ErrorCode.UNAVAILABLE
+        assert "within 0.3 s" in raised.value.message
+        assert 0.25 <= waited < 3
         async with database.acquire() as again:
             assert await again.fetchval("SELECT 2") == 2
     finally:
