@@ -2,7 +2,8 @@
 
 The rules, in order:
 
-1. **From** is, for a parent we sent ourselves, its From; else the first of the identity's
+1. **From** is, for a parent we sent ourselves (stored ``outbound``: sent here, or imported
+   from one of our addresses; mail that arrived is never our own, whatever its From), its From; else the first of the identity's
    addresses the parent was sent to (its To, then Cc); else the identity's main address.
    Forwards use the same rule.
 2. **To**, for mail we received: the parent's Reply-To (RFC 5322 section 3.6.2) when it names at
@@ -73,10 +74,18 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.endswith(f".{b}") or b.endswith(f".{a}")
 
 
+def _ours(parent: MessageRecord, mine: set[str]) -> bool:
+    # Mail we sent, or imported mail written from one of our addresses (both stored outbound);
+    # mail that arrived is received mail whatever its From says: anyone can write our address
+    # there, and answering it as our own would send the reply where the writer chose.
+    return (parent.direction == "outbound" and parent.from_ is not None
+            and parent.from_.address.lower() in mine)
+
+
 def sender_for(parent: MessageRecord, own: list[str]) -> str:
     """Which of ``own`` (the identity's addr-specs, main first) answers ``parent``: rule 1."""
     mine = {a.lower() for a in own}
-    if parent.from_ is not None and parent.from_.address.lower() in mine:
+    if _ours(parent, mine):
         return parent.from_.address.lower()
     written_to = [a.address.lower() for a in (*parent.to, *parent.cc) if a.address.lower() in mine]
     return written_to[0] if written_to else own[0]
@@ -89,7 +98,7 @@ def reply_addressing(parent: MessageRecord, own: list[str], *, reply_all: bool) 
         PylotaError: ``invalid_request`` (path ``message_id``) when nobody is left to reply to.
     """
     mine = {a.lower() for a in own}
-    ours_sent = parent.from_ is not None and parent.from_.address.lower() in mine
+    ours_sent = _ours(parent, mine)
     sender = sender_for(parent, own)
     flags: list[str] = []
     if ours_sent:

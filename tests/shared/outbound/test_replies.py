@@ -61,6 +61,25 @@ def test_a_reply_to_our_own_message_goes_to_its_recipients():
     assert [b.address for b in got.cc] == ["bo@example.net"]
 
 
+def test_received_mail_that_names_us_as_its_sender_is_not_answered_as_our_own():
+    """Mail that arrived (direction inbound) with our own address in From: anyone can write
+    that From (found by an attack through the SMTP listener). Answered as our own, the reply
+    went to the recipients the forger chose, unflagged; it is received mail, whose From is
+    ours and so left out, which leaves nobody to reply to."""
+    forged = parent(from_=Address(address="desk@acme.example"), direction="inbound",
+                    to=addrs("target@other.example"), cc=addrs("more@other.example"))
+    with pytest.raises(PylotaError) as caught:
+        reply_addressing(forged, OWN, reply_all=True)
+    assert caught.value.details["path"] == "message_id"
+    # With a Reply-To elsewhere it goes there, flagged as any redirect is.
+    redirected = parent(from_=Address(address="desk@acme.example"), direction="inbound",
+                        to=addrs("sales@acme.example"), reply_to=addrs("collect@evil.example"))
+    got = reply_addressing(redirected, OWN, reply_all=False)
+    assert [b.address for b in got.to] == ["collect@evil.example"]
+    assert got.flags == [REPLY_TO_OTHER_DOMAIN]
+    assert got.sender == "sales@acme.example"  # the address it was written to, not its From
+
+
 def test_nobody_to_reply_to_is_an_error_on_message_id():
     with pytest.raises(PylotaError) as caught:
         reply_addressing(parent(from_=None, reply_to=[]), OWN, reply_all=True)
