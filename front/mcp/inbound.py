@@ -309,19 +309,30 @@ def _origin_allowed(origin: str, host: str | None, api_host: str) -> bool:
 
 
 def _host_allowed(host: str, api_host: str) -> bool:
-    """``host`` (lower case) is ``api_host``, or a loopback name with an optional numeric port."""
-    return host == api_host or _is_loopback(host)
+    """``host`` (lower case) is ``api_host`` or a loopback name, either with an optional numeric
+    port: a client that reaches the front on a published port (``mail.internal:8000``) names
+    the port in ``Host`` (RFC 9110 section 7.2), while a rebinding page's ``Host`` is always its
+    own domain name, whatever the port."""
+    name = _host_name(host)
+    return name is not None and (name == (_host_name(api_host) or api_host)
+                                 or name in _LOOPBACK_HOSTS)
 
 
 def _is_loopback(host: str) -> bool:
     """``host`` (lower case) is ``127.0.0.1``, ``localhost`` or ``[::1]``, with an optional port."""
+    return _host_name(host) in _LOOPBACK_HOSTS
+
+
+def _host_name(host: str) -> str | None:
+    """The name of ``host`` (``name``, ``name:port``, ``[v6]`` or ``[v6]:port``) without its
+    port, or None when what follows the name is not a numeric port."""
     if host.startswith("["):
         name, bracket, rest = host.partition("]")
         name += bracket
     else:
         name, colon, port = host.partition(":")
         rest = colon + port
-    return name in _LOOPBACK_HOSTS and (rest == "" or (rest[0] == ":" and rest[1:].isdigit()))
+    return name if rest == "" or (rest[0] == ":" and rest[1:].isdigit()) else None
 
 
 # --- Rung 3: size and type --------------------------------------------------------------------
