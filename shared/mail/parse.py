@@ -32,6 +32,7 @@ U+FFFD in decoded text. Pure: no I/O. Called by ``ingest``.
 
 from __future__ import annotations
 
+import binascii
 import codecs
 import email
 import email.errors
@@ -39,12 +40,12 @@ import email.header
 import email.utils
 import functools
 import itertools
+import quopri
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email import policy
 from email.message import Message
-
 from email.parser import BytesParser
 from typing import NamedTuple
 
@@ -602,10 +603,18 @@ def _part_bytes(leaf: _Leaf) -> bytes:
     if leaf.content_type == "message/rfc822" and part.is_multipart():
         # The parser does not keep an attached message's original bytes; regenerate them without
         # refolding so that they stay as close to the original as the model allows.
-        return b"".join(
+        regenerated = b"".join(
             inner.as_bytes(policy=policy.default.clone(refold_source="none"))
             for inner in part.get_payload()
         )
+        # RFC 2046 section 5.2.1 allows no encoding here, but mailers base64 attached messages
+        # anyway; the parser then reads the encoded text as a message without header.
+        encoding = str(part.get("content-transfer-encoding", "")).strip().lower()
+        if encoding == "base64":
+            return binascii.a2b_base64(regenerated)
+        if encoding == "quoted-printable":
+            return quopri.decodestring(regenerated)
+        return regenerated
     payload = part.get_payload(decode=True)
     return payload if isinstance(payload, bytes) else b""
 

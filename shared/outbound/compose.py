@@ -157,20 +157,27 @@ def _check_kind(path: str, content_type: str, content: bytes) -> None:
                       "application/octet-stream.")
     if content_type != "message/rfc822":
         return
-    fix = "Attach the email's RFC 5322 bytes, or send the file as application/octet-stream."
+    problem = _not_an_email(content)
+    if problem is not None:
+        raise invalid(f"{path}.content_base64", problem,
+                      "Attach the email's RFC 5322 bytes, or send the file as "
+                      "application/octet-stream.")
+
+
+def _not_an_email(content: bytes) -> str | None:
+    """Why ``content`` cannot go out as a ``message/rfc822`` part (which is attached as it is,
+    never encoded: RFC 2046 section 5.2.1), or None when it can."""
     if not _FIELD_START.match(content):
-        raise invalid(f"{path}.content_base64",
-                      "The message/rfc822 content does not start with a header field, so it "
-                      "is not an email.", fix)
+        return ("The message/rfc822 content does not start with a header field, so it is not an "
+                "email.")
     if b"\0" in content:
-        raise invalid(f"{path}.content_base64",
-                      "The message/rfc822 content holds NUL bytes, which mail cannot carry.", fix)
+        return "The message/rfc822 content holds NUL bytes, which mail cannot carry."
     for number, line in enumerate(content.split(b"\n"), 1):
         if len(line.removesuffix(b"\r")) > MAX_LINE_OCTETS:
-            raise invalid(f"{path}.content_base64",
-                          f"Line {number} of the attached email is longer than "
-                          f"{MAX_LINE_OCTETS} octets (RFC 5322 section 2.1.1); an email is "
-                          "attached as it is, so no relay would take it.", fix)
+            return (f"Line {number} of the attached email is longer than {MAX_LINE_OCTETS} "
+                    "octets (RFC 5322 section 2.1.1); an email is attached as it is, so no "
+                    "relay would take it.")
+    return None
 
 
 def _address(box: Mailbox) -> Address:
@@ -185,14 +192,14 @@ def _attach(target: EmailMessage, part: OutgoingPart, *, related: bool = False) 
         options["filename"] = inert(part.filename)
     if part.content_id:
         options["cid"] = f"<{inert(part.content_id)}>"
-    if part.content_type == "message/rfc822":
+    if part.content_type == "message/rfc822" and _not_an_email(part.content) is None:
         # An attached message is a message, not bytes (RFC 2046 section 5.2.1 forbids base64).
         inner = email.message_from_bytes(part.content, policy=policy.default)
         target.add_attachment(inner, **options)  # type: ignore[arg-type]
     elif maintype in ("message", "multipart"):
         # A forwarded part of another message type (a bounce's message/delivery-status, which
-        # the composer cannot carry as bytes) goes as the bytes it is (parts_of refuses these
-        # from a caller).
+        # the composer cannot carry as bytes), or a forwarded message/rfc822 part that is no
+        # email as it stands, goes as the bytes it is (parts_of refuses these from a caller).
         target.add_attachment(part.content, "application", "octet-stream",
                               **options)  # type: ignore[arg-type]
     elif related:

@@ -77,6 +77,32 @@ def test_attachments_are_byte_exact(fixtures: Path) -> None:
     assert [a.part_index for a in msg.attachments] == [4, 5, 6]
 
 
+@pytest.mark.parametrize("encoding", ["base64", "quoted-printable"])
+def test_an_attached_message_sent_encoded_is_stored_decoded(encoding: str) -> None:
+    """RFC 2046 section 5.2.1 allows no encoding on message/rfc822, but mailers base64 it; the
+    stored attachment was the base64 text (a forward then sent a message of no header; found by
+    a new user on the kit's php-mime-mail-parser issue274.eml)."""
+    import base64
+    import quopri
+
+    inner = (b"From: Inner <in@example.com>\r\nSubject: Inner =?utf-8?q?caf=C3=A9?=\r\n\r\n"
+             b"Body with a long line " + b"x" * 90 + b" and caf\xc3\xa9.\r\n")
+    encoded = (base64.encodebytes(inner) if encoding == "base64"
+               else quopri.encodestring(inner))
+    raw = (b"From: a@example.com\r\nSubject: fwd\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n"
+           b"Content-Type: text/plain\r\n\r\nsee attached\r\n--b\r\n"
+           b"Content-Type: message/rfc822; name=inner.eml\r\n"
+           b"Content-Transfer-Encoding: " + encoding.encode() + b"\r\n\r\n"
+           + encoded.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n") + b"--b--\r\n")
+    [attached] = parse_message(raw).attachments
+    assert attached.content_type == "message/rfc822"
+    # (the line break before the boundary is the boundary's: RFC 2046 section 5.1.1)
+    assert attached.content.replace(b"\r\n", b"\n").rstrip(b"\n") == \
+        inner.replace(b"\r\n", b"\n").rstrip(b"\n")
+    assert parse_message(attached.content).subject == "Inner café"
+
+
 def test_ids_that_are_not_msg_ids_become_defects(fixtures: Path) -> None:
     msg = _parse(fixtures / "reply_yes.eml")
     assert msg.in_reply_to == []

@@ -156,6 +156,19 @@ def test_an_attached_email_and_a_forwarded_status_report_are_composed():
     assert b"Subject: inner" in raw and b"Reporting-MTA" not in raw  # the status is base64
 
 
+def test_a_forwarded_message_part_that_is_no_email_goes_as_bytes():
+    """A stored message/rfc822 part that does not start with a header field (one stored before
+    ingest decoded base64-encoded attached messages: its base64 text) went out as a message
+    with no header and that text for body (found by a new user's forward)."""
+    stored = OutgoingPart(filename="m.eml", content_type="message/rfc822",
+                          content=b"\nUmV0dXJuLVBhdGg6IGd1ZXN0QGxvY2FsaG9zdA0K\n")
+    raw = compose(Draft(sender=DESK, to=[JO], subject="s", text="see", parts=[stored])).raw
+    sent = email.message_from_bytes(raw, policy=policy.default)
+    [attached] = sent.iter_attachments()
+    assert attached.get_content_type() == "application/octet-stream"
+    assert attached.get_content() == stored.content
+
+
 @pytest.mark.parametrize(("subject", "reply", "forward"), [
     ("Plan", "Re: Plan", "Fwd: Plan"),
     ("Re: Plan", "Re: Plan", "Fwd: Re: Plan"),
