@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from tests.conftest import REDIS_URL, free_port
@@ -68,6 +69,14 @@ async def test_demo_fails_on_a_taken_port_and_runs_on_a_free_one(db_url: str, tm
         assert f"PORT={taken_port} is taken" in failed.stderr
         assert "is running" not in failed.stderr and failed.stdout == ""
         assert not list(state.glob("*.pid"))  # nothing was started
+        # nor stored: the check comes before the import and the key (a fresh user's report:
+        # it came after both, so each failed run left one more all-permission key)
+        conn = await asyncpg.connect(db_url)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM api_keys") == 0
+            assert await conn.fetchval("SELECT count(*) FROM messages") == 0
+        finally:
+            await conn.close()
 
         port = free_port()
         ran = demo(db_url, state, port)
