@@ -92,7 +92,8 @@ def hash_token(token: str) -> bytes:
 def _check_grant(level: KeyLevel, permissions: list[Permission], expires_at: datetime | None,
                 mode: str) -> None:
     if bad := set(permissions) & FORBIDDEN_FOR_LEVEL[level]:
-        raise invalid("permissions", f"{level} keys cannot hold {sorted(bad)}.",
+        raise invalid("permissions",
+                      f"{level.value} keys cannot hold {', '.join(sorted(p.value for p in bad))}.",
                       "Drop those permissions.")
     if not permissions:
         raise invalid("permissions", "A key needs at least one permission.",

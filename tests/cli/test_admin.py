@@ -181,7 +181,9 @@ async def test_test_mode_and_expiry_of_wide_keys(db_url, conn):
 
 
 KEY_ERRORS = [
-    (["--level", "platform", "--permissions", "identities:sign"], "cannot hold"),
+    # the names as written, not Python's (a new user saw [<Permission.IDENTITIES_SIGN: …>])
+    (["--level", "platform", "--permissions", "identities:sign"],
+     "platform keys cannot hold identities:sign."),
     (["--level", "partner", "--permissions", "all"], "needs --partner"),
     (["--level", "platform", "--tenant", "Acme", "--permissions", "all"], "takes no --tenant"),
     (["--permissions", "all"], "--level platform"),
