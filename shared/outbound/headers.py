@@ -35,7 +35,8 @@ def extra_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
     """The ``(name, value)`` fields to add, in the order given.
 
     Raises:
-        PylotaError: ``header_not_allowed`` (``details.header``) for a name off the allowlist or
+        PylotaError: ``header_not_allowed`` (``details.header``, and ``details.path``
+            ``headers.NAME`` as for every argument error) for a name off the allowlist or
             given twice in different cases; ``invalid_request`` at ``headers.NAME`` for a value
             outside its enum or holding a control character.
     """
@@ -52,15 +53,16 @@ def extra_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
                 ErrorCode.HEADER_NOT_ALLOWED, f"The header {name[:80]!r} cannot be set.",
                 fix="Use X- headers (X-Name, letters, digits, _ and -) or Importance, Priority, "
                     "Sensitivity, Keywords, Comments, Organization.",
-                details={"header": name[:80]})
+                details={"header": name[:80], "path": f"headers.{name[:80]}"})
         if key in seen:
-            raise PylotaError(ErrorCode.HEADER_NOT_ALLOWED, f"The header {name!r} is given twice.",
+            raise PylotaError(ErrorCode.HEADER_NOT_ALLOWED,
+                              f"The header {name[:80]!r} is given twice.",
                               fix="Give each header once (names are case-insensitive).",
-                              details={"header": name})
+                              details={"header": name[:80], "path": f"headers.{name[:80]}"})
         seen.add(key)
         plain_text(f"headers.{name}", value)
         if allowed is not None and value not in allowed:
-            raise invalid(f"headers.{name}", f"{written} must be one of {sorted(allowed)}.",
+            raise invalid(f"headers.{name}", f"{written} must be one of {', '.join(sorted(allowed))}.",
                           f"Set {written} to one of: {', '.join(sorted(allowed))}.")
         fields.append((written, value))
     return fields

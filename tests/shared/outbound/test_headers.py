@@ -24,12 +24,14 @@ def test_other_names_are_not_allowed(name):
         extra_headers({name: "value"})
     assert caught.value.code is ErrorCode.HEADER_NOT_ALLOWED
     assert caught.value.details["header"] == name
+    assert caught.value.details["path"] == f"headers.{name}"  # named as every argument error
 
 
 def test_a_name_twice_in_two_cases_is_refused():
     with pytest.raises(PylotaError) as caught:
         extra_headers({"X-Tag": "a", "x-tag": "b"})
     assert caught.value.code is ErrorCode.HEADER_NOT_ALLOWED
+    assert caught.value.details["path"] == "headers.x-tag"
 
 
 @pytest.mark.parametrize(("name", "value"), [("Importance", "urgent"), ("Priority", "high"),
@@ -39,6 +41,7 @@ def test_enums_are_checked(name, value):
         extra_headers({name: value})
     assert caught.value.code is ErrorCode.INVALID_REQUEST
     assert caught.value.details["path"] == f"headers.{name}"
+    assert "[" not in caught.value.message  # the values listed as words, not a Python list
 
 
 @pytest.mark.parametrize("value", ["a\r\nBcc: evil@example.net", "a\nb", "a\rb", "a\x00b"])
