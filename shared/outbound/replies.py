@@ -18,7 +18,9 @@ The rules, in order:
 3. **reply_all** adds, as Cc, the parent's other To and Cc recipients minus our own addresses and
    minus those already in To. Bcc is never added: it is not in the stored message we received,
    and for mail we sent it stays private to that message.
-4. A parent that leaves nobody to reply to is ``invalid_request`` (path ``message_id``).
+4. A parent that leaves nobody to reply to is ``invalid_request`` (path ``message_id``); one
+   that would fill To or Cc past ``MAX_PER_LIST`` is ``too_many_recipients`` (path
+   ``reply_all``, or ``message_id`` without it).
 
 ``automated_reason`` applies RFC 3834 section 2 for ``kind: "auto_reply"``: no automatic answer
 to automatic mail, lists, or delivery reports.
@@ -30,10 +32,10 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.errors import PylotaError, invalid
+from shared.errors import ErrorCode, PylotaError, invalid
 from shared.mail.model import Address
 from shared.mail.records import MessageRecord
-from shared.outbound.addresses import Mailbox, domain_of, mailbox_of, shown_name
+from shared.outbound.addresses import MAX_PER_LIST, Mailbox, domain_of, mailbox_of, shown_name
 
 __all__ = ["REPLY_TO_OTHER_DOMAIN", "ReplyAddressing", "sender_for", "reply_addressing",
            "automated_reason"]
@@ -95,7 +97,9 @@ def reply_addressing(parent: MessageRecord, own: list[str], *, reply_all: bool) 
     """Apply the module's rules to ``parent`` for an identity owning the addr-specs ``own``.
 
     Raises:
-        PylotaError: ``invalid_request`` (path ``message_id``) when nobody is left to reply to.
+        PylotaError: ``invalid_request`` (path ``message_id``) when nobody is left to reply to;
+            ``too_many_recipients`` (path ``reply_all``, else ``message_id``) when To or Cc
+            would pass ``MAX_PER_LIST``.
     """
     mine = {a.lower() for a in own}
     ours_sent = _ours(parent, mine)
@@ -119,6 +123,17 @@ def reply_addressing(parent: MessageRecord, own: list[str], *, reply_all: bool) 
         taken = {b.key for b in to}
         others = parent.cc if ours_sent else [*parent.to, *parent.cc]
         cc = [b for b in _usable(others, mine) if b.key not in taken]
+    for field, boxes in (("To", to), ("Cc", cc)):
+        if len(boxes) > MAX_PER_LIST:
+            # The caller wrote neither list, so the error names what it did write.
+            raise PylotaError(
+                ErrorCode.TOO_MANY_RECIPIENTS,
+                f"The reply's {field} would hold {len(boxes)} addresses, from the message's "
+                f"own recipients; at most {MAX_PER_LIST} per list.",
+                fix="Reply without reply_all, or use mail_send with the recipients you mean."
+                if reply_all else "Use mail_send with the recipients you mean.",
+                details={"path": "reply_all" if reply_all else "message_id",
+                         "limit": MAX_PER_LIST})
     return ReplyAddressing(sender=sender, to=to, cc=cc, flags=flags)
 
 

@@ -7,7 +7,7 @@ import pytest
 from shared.errors import ErrorCode, PylotaError
 from shared.mail.model import Address
 from shared.mail.records import HeaderField
-from shared.outbound.addresses import Mailbox
+from shared.outbound.addresses import MAX_PER_LIST, Mailbox
 from shared.outbound.replies import (REPLY_TO_OTHER_DOMAIN, automated_reason, reply_addressing,
                                      sender_for)
 from tests.shared.outbound.test_compose import parent
@@ -78,6 +78,18 @@ def test_received_mail_that_names_us_as_its_sender_is_not_answered_as_our_own():
     assert [b.address for b in got.to] == ["collect@evil.example"]
     assert got.flags == [REPLY_TO_OTHER_DOMAIN]
     assert got.sender == "sales@acme.example"  # the address it was written to, not its From
+
+
+def test_a_reply_all_past_the_list_limit_names_reply_all():
+    """The caller wrote no cc, so an error on ``cc`` with "Keep cc to 49 addresses" could not
+    be followed (found by an attack)."""
+    crowd = addrs(*(f"p{i}@example.org" for i in range(MAX_PER_LIST + 1)))
+    with pytest.raises(PylotaError) as caught:
+        reply_addressing(parent(cc=crowd), OWN, reply_all=True)
+    assert caught.value.code is ErrorCode.TOO_MANY_RECIPIENTS
+    assert caught.value.details == {"path": "reply_all", "limit": MAX_PER_LIST}
+    assert "without reply_all" in caught.value.fix
+    assert reply_addressing(parent(cc=crowd), OWN, reply_all=False).cc == []
 
 
 def test_nobody_to_reply_to_is_an_error_on_message_id():
