@@ -207,6 +207,10 @@ def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bo
             text = _read_addresses(msg, name, value, addresses[key], defects)
         else:
             text = _read_header(msg, name, value, defects)
+        if "=?" in value:
+            # A field is one line: a line break decoded out of an encoded word would show an
+            # agent reading the headers a field that was never sent (found by an attack).
+            text = _one_line(name, text, defects)
         first.setdefault(key, text)
         if len(headers) < MAX_HEADERS:
             headers.append((name, text[:MAX_HEADER_CHARS]))
@@ -318,8 +322,11 @@ def _read_addresses(
         # a display name only (RFC 2047 section 5), and one that decodes to a line break and an
         # address must not become the sender (found by an attack).
         # Its 8-bit bytes are read first (SMTPUTF8 mail, RFC 6532, has UTF-8 addr-specs).
+        # An encoded word is one token (RFC 2047 section 2), so a ":" or "@" in its encoded text
+        # is neither a group's colon nor an address (found by an attack: "=?utf-8?q?Evil=0D=0A
+        # Bcc:_x@evil.example?= <boss@…>" gave the sender "_x@evil.example?=").
         parsed = [(_compat_text(display_name), addr_spec) for display_name, addr_spec
-                  in email.utils.getaddresses([_unfolded(value)])]
+                  in email.utils.getaddresses([_words_quoted(_unfolded(value))])]
     kept: list[str] = []
     written = ""  # the field unfolded, in lower case: read only for an addr-spec with a space
     misread = False
@@ -352,6 +359,25 @@ def _read_addresses(
                 kept.append(addr_spec)
                 into.append(Address(address=_storable(addr_spec), name=None))
     return _storable(text)  # the field as kept with the headers: PostgreSQL text too
+
+
+#: An encoded word (RFC 2047 section 2).
+_ENCODED_WORD = re.compile(r"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
+
+
+def _words_quoted(value: str) -> str:
+    """``value`` with each encoded word outside a quoted string made a quoted string of its own,
+    which an address parser reads as display-name text, whatever the word's encoded text holds."""
+    out, at = [], 0
+    for quoted in _QUOTED_STRING.finditer(value):
+        out += [_ENCODED_WORD.sub(_quoted, value[at:quoted.start()]), quoted[0]]
+        at = quoted.end()
+    out.append(_ENCODED_WORD.sub(_quoted, value[at:]))
+    return "".join(out)
+
+
+def _quoted(word: re.Match[str]) -> str:
+    return '"' + word[0].replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 #: A quoted local part (RFC 5322 section 3.4.1), the only place an addr-spec holds a space.

@@ -103,6 +103,25 @@ def test_an_attached_message_sent_encoded_is_stored_decoded(encoding: str) -> No
     assert parse_message(attached.content).subject == "Inner café"
 
 
+def test_an_encoded_word_is_one_token_of_a_display_name_never_an_address() -> None:
+    """An encoded word whose text holds ":" and "@" (invalid in a phrase, so the default policy
+    fails and the field is read as compat32) was split as a group and gave the sender
+    "_x@evil.example?="; its decoded line break reached the stored From field, which showed an
+    agent reading the headers a Bcc field (found by an attack)."""
+    raw = (b"From: =?utf-8?q?Evil=0D=0ABcc:_x@evil.example?= <boss@partner.example>\r\n"
+           b"To: me@here.example\r\nX-Note: =?utf-8?q?a=0D=0AB:_c?=\r\nSubject: s\r\n\r\nhi\r\n")
+    msg = parse_message(raw)
+    assert msg.from_ == Address(address="boss@partner.example", name="Evil  Bcc: x@evil.example")
+    fields = dict(msg.headers)
+    assert fields["From"] == "Evil  Bcc: x@evil.example <boss@partner.example>"
+    assert fields["X-Note"] == "a  B: c"
+    assert "X-Note: a line break or control character in its encoded text, made a space" \
+        in msg.defects
+    # A quoted display name is left as it is.
+    quoted = parse_message(b'From: "=?utf-8?q?A:b?=" <a@x.example>\r\n\r\nhi\r\n')
+    assert quoted.from_ == Address(address="a@x.example", name="A:b")
+
+
 def test_ids_that_are_not_msg_ids_become_defects(fixtures: Path) -> None:
     msg = _parse(fixtures / "reply_yes.eml")
     assert msg.in_reply_to == []
