@@ -61,12 +61,15 @@ def test_every_project_command_exists():
 def test_services_wait_for_what_they_need():
     services = compose()["services"]
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in ("front", "worker"):
+    for name in ("front", "worker", "batch-worker", "smtp"):
         needs = services[name]["depends_on"]
         assert needs["migrate"]["condition"] == "service_completed_successfully"
         assert needs["redis"]["condition"] == "service_healthy"
         # the same variables everywhere, and nothing that pins a worker to one instance
         assert services[name]["environment"] is services["migrate"]["environment"]
+        # and every other variable of .env (PM_SIGNING_SECRET, ...) too: a new user's
+        # PM_WEB_BOT_AUTH=on in .env had no effect, since only the listed ones were passed
+        assert services[name]["env_file"] == [{"path": ".env", "required": False}]
         assert "container_name" not in services[name]
     assert "ports" not in services["worker"], "workers must scale: --scale worker=N"
     for name, service in services.items():
