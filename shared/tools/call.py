@@ -48,6 +48,7 @@ from shared.logs import get_logger, query_hash
 from shared.ratelimit import RateLimits
 from shared.tools.context import ToolContext
 from shared.tools.registry import ToolSpec, visible_to
+from shared.tools.scope import acting_identity
 
 __all__ = ["CallEnv", "Answer", "Job", "UnknownTool", "Outcome", "call_tool", "Surface",
            "QUERY_ARGUMENTS"]
@@ -157,8 +158,13 @@ async def call_tool(env: CallEnv, principal: Principal, name: object, arguments:
             await env.limits.charge(spec.bucket, principal.key_id)
         ctx = ToolContext(db=env.db, redis=env.redis, settings=env.settings,
                           principal=principal, request_id=request_id, control=control)
+        acting_identity.set(None)
         async with asyncio.timeout(env.settings.pm_request_deadline_seconds):
-            value = await spec.handler(ctx, args)
+            try:
+                value = await spec.handler(ctx, args)
+            finally:
+                # A key serving several identities: the identity the call acted for.
+                fields["identity_id"] = fields["identity_id"] or acting_identity.get()
     except PylotaError as exc:
         _log(fields, started, "error", exc.code.value)
         return exc

@@ -10,6 +10,7 @@ checked). Out of reach looks the same as missing: ``identity_not_found`` for an 
 from __future__ import annotations
 
 from collections.abc import Set
+from contextvars import ContextVar
 from typing import Literal
 
 import asyncpg
@@ -21,11 +22,16 @@ from shared.errors import ErrorCode, PylotaError, invalid
 from shared.tenancy.store import (Identity, Tenant, get_tenant, identity_statuses,
                                   partner_tenant_ids, platform_tenant_ids, resolve_identity)
 
-__all__ = ["tenant_scope", "reachable_tenant", "identity_for",
+__all__ = ["tenant_scope", "reachable_tenant", "identity_for", "acting_identity",
            "lookup_identity", "search_scope", "SearchScope", "MAX_SCOPE_IDENTITIES"]
 
 #: Most identities one tenant-scope search covers (spec section 3).
 MAX_SCOPE_IDENTITIES = 100
+
+#: The identity the running call acts for, once :func:`identity_for` has resolved it: the call's
+#: log line names it (spec section 7: each call logs its identity ID) when the key itself serves
+#: several identities. Set in the call's own task; ``shared.tools.call`` reads and clears it.
+acting_identity: ContextVar[str | None] = ContextVar("acting_identity", default=None)
 
 
 async def tenant_scope(conn: asyncpg.Connection, principal: Principal) -> list[str]:
@@ -93,6 +99,7 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
         raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
                           f"No identity {identity or found.id!r} that can act for this key.",
                           fix="Call mail_list_identities and pass an active or paused identity.")
+    acting_identity.set(found.id)
     return found
 
 

@@ -190,3 +190,24 @@ async def test_the_call_logs_the_questions_hash_and_never_the_question(env, tena
               if line.startswith("{") and '"tool_call"' in line]
     assert line["tool"] == "mail_deep_search"
     assert line["query_hash"] == query_hash(env.settings.pm_hash_key, secret)
+
+
+async def test_a_tenant_keys_call_logs_the_identity_it_acted_for(env, tenant, capfd):
+    """Spec section 7: each call logs its identity ID. A tenant key has none of its own, so the
+    line named none, even for a read of one identity's mail (found by an attack); it names the
+    identity the call resolved, and none when the call failed before resolving one."""
+    outcome = await call(env, tenant["tenant_key"], {"question": QUESTION,
+                                                    "identity": "sales@acme.example"})
+    assert isinstance(outcome, Job)
+    outcome.finish("ok")
+    searched = await call(env, tenant["tenant_key"], {"q": "budget", "identity": tenant["desk"]},
+                          tool="mail_search")
+    refused = await call(env, tenant["tenant_key"], {"q": "budget"}, tool="mail_search")
+    assert isinstance(refused, PylotaError)
+    assert not isinstance(searched, PylotaError)
+    logs = capfd.readouterr()
+    lines = [json.loads(line) for line in (logs.out + logs.err).splitlines()
+             if line.startswith("{") and '"tool_call"' in line]
+    assert [(line["tool"], line["identity_id"]) for line in lines] == [
+        ("mail_deep_search", tenant["sales"]), ("mail_search", tenant["desk"]),
+        ("mail_search", None)]
