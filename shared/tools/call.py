@@ -51,7 +51,7 @@ from shared.tools.registry import ToolSpec, visible_to
 from shared.tools.scope import acting_identity
 
 __all__ = ["CallEnv", "Answer", "Job", "UnknownTool", "Outcome", "call_tool", "Surface",
-           "QUERY_ARGUMENTS"]
+           "QUERY_ARGUMENTS", "MAX_ARGUMENT_DEPTH"]
 
 log = get_logger("shared.tools.call")
 
@@ -191,6 +191,10 @@ async def call_tool(env: CallEnv, principal: Principal, name: object, arguments:
 
 # --- Decoding ---------------------------------------------------------------------------------
 
+#: Deepest nesting of arrays and objects in a tool's arguments (``ext`` of mail_sign_assertion,
+#: the deepest, allows 32 levels inside it).
+MAX_ARGUMENT_DEPTH = 64
+
 
 def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = False,
                      rest: bool = False) -> msgspec.Struct:
@@ -204,6 +208,9 @@ def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = Fa
     if not isinstance(arguments, dict):
         raise invalid("arguments", "arguments must be an object.",
                       "Pass the tool's arguments as a JSON object.")
+    if (where := _too_deep(arguments)) is not None:
+        raise invalid(where, f"{where} nests deeper than {MAX_ARGUMENT_DEPTH} levels.",
+                      f"Flatten {where}: no tool argument needs more than a few levels.")
     if (where := _nul_path(arguments)) is not None:
         raise invalid(where, f"{where} contains a NUL character.",
                       f"Remove the \\u0000 characters from {where}.")
@@ -230,6 +237,22 @@ def _check_unique(spec: ToolSpec, arguments: dict[str, Any]) -> None:
                     raise invalid(f"{name}[{n}]", f"{name} lists {key} twice.",
                                   f"List each item of {name} once.")
                 seen.add(key)
+
+
+def _too_deep(arguments: dict[str, Any]) -> str | None:
+    """The path of the first value nested deeper than :data:`MAX_ARGUMENT_DEPTH` (arrays and
+    objects), read without recursion: the checks after this one recurse, and ~490 levels (which
+    JSON parsing allows) ran them out of stack, an ``internal`` error (found by an attack)."""
+    stack: list[tuple[Any, str, int]] = [(arguments, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_ARGUMENT_DEPTH:
+            return path.lstrip(".")
+        if isinstance(value, dict):
+            stack += [(v, f"{path}.{k}", depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{path}[{n}]", depth + 1) for n, v in enumerate(value)]
+    return None
 
 
 def _integral(value: Any) -> Any:

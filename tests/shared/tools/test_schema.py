@@ -53,3 +53,24 @@ def test_generation_rules():
                                 "name": {"type": "string", "maxLength": 78}}}]}},
             "limit": {"type": "integer", "minimum": 1, "maximum": 5},
         }}
+
+
+@pytest.mark.parametrize(("tool", "field"), [("mail_search", "labels"),
+                                             ("mail_sign_assertion", "ext"),
+                                             ("mail_send", "metadata")])
+def test_arguments_nested_past_the_limit_are_invalid_request_on_their_path(tool, field):
+    """490 levels of arrays (which JSON parsing takes) ran the checks out of stack: an
+    ``internal`` error, retryable (found by an attack). Now ``invalid_request`` naming the
+    path; the limit leaves every schema's own depth room."""
+    from shared.errors import ErrorCode, PylotaError
+    from shared.tools.call import MAX_ARGUMENT_DEPTH, decode_arguments
+
+    spec = next(t for t in TOOLS if t.name == tool)
+    deep: object = "x"
+    for _ in range(490):
+        deep = [deep]
+    with pytest.raises(PylotaError) as caught:
+        decode_arguments(spec, {field: deep})
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.details["path"] == field + "[0]" * MAX_ARGUMENT_DEPTH
+    assert f"deeper than {MAX_ARGUMENT_DEPTH}" in caught.value.message
