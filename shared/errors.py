@@ -16,7 +16,7 @@ import msgspec
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["ErrorCode", "PylotaError", "ErrorBody", "ErrorEnvelope", "STATUS", "RETRYABLE",
+__all__ = ["ErrorCode", "PylotaError", "ErrorBody", "ErrorEnvelope", "STATUS", "RETRYABLE", "MAX_ERROR_TEXT",
            "invalid", "dependency_failure"]
 
 
@@ -140,17 +140,28 @@ class PylotaError(Exception):
         return STATUS[self.code]
 
     def envelope(self, request_id: str) -> ErrorEnvelope:
-        """Render as the spec section 5 envelope."""
+        """Render as the spec section 5 envelope; ``message``, ``fix`` and text ``details`` cut
+        to :data:`MAX_ERROR_TEXT` characters."""
         return ErrorEnvelope(
             error=ErrorBody(
                 code=self.code.value,
-                message=self.message,
+                message=_cut(self.message),
                 retryable=self.retryable,
-                fix=self.fix,
+                fix=_cut(self.fix),
                 request_id=request_id,
-                details=self.details,
+                details={k: _cut(v) if isinstance(v, str) else v for k, v in self.details.items()},
             )
         )
+
+
+#: Longest text of an error's message, fix or text detail: an error that quotes the caller's
+#: input (an unknown label) quoted all of it, 600,000 characters into the model's context
+#: (found by an attack), where results are held to 96 KB (spec section 4.2).
+MAX_ERROR_TEXT = 1_000
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_TEXT else text[:MAX_ERROR_TEXT - 1] + "…"
 
 
 def invalid(path: str, message: str, fix: str) -> PylotaError:

@@ -104,6 +104,12 @@ def tool_error(error: PylotaError, request_id: str, modern: bool) -> p.CallToolR
 _NAME_REQUIRED = "params.name is required: the {kind}'s name as a string, as {lists} gives it."
 
 
+def _shown(name: str) -> str:
+    """An unknown name as asked, up to the 128 characters a name may have (MCP's guidance for
+    tool names): a 10,000-character name came back whole (found by an attack)."""
+    return name if len(name) <= 128 else name[:127] + "…"
+
+
 def _get_prompt(prompts: Sequence[PromptSpec], route: Route) -> Reply | Failure:
     modern = route.era == "modern"
     name = route.params.get("name")
@@ -113,7 +119,7 @@ def _get_prompt(prompts: Sequence[PromptSpec], route: Route) -> Reply | Failure:
         return Failure(code=p.INVALID_PARAMS, message=_NAME_REQUIRED.format(kind="prompt",
                                                                              lists="prompts/list"))
     if spec is None:
-        return Failure(code=p.INVALID_PARAMS, message=f"Unknown prompt: {name}")
+        return Failure(code=p.INVALID_PARAMS, message=f"Unknown prompt: {_shown(name)}")
     if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
         return Failure(code=p.INVALID_PARAMS, message="Prompt arguments must be string values.")
     missing = [a.name for a in spec.arguments if a.required and a.name not in arguments]
@@ -136,7 +142,7 @@ async def _call_tool(res: Resources, principal: Principal, route: Route, request
             return Failure(code=p.INVALID_PARAMS, message=_NAME_REQUIRED.format(
                 kind="tool", lists="tools/list"))
         # A forbidden tool and a missing one get the same answer (spec section 3).
-        return Failure(code=p.INVALID_PARAMS, message=f"Unknown tool: {outcome.name}")
+        return Failure(code=p.INVALID_PARAMS, message=f"Unknown tool: {_shown(outcome.name)}")
     if isinstance(outcome, PylotaError):
         return Reply(tool_error(outcome, request_id, modern))
     if isinstance(outcome, Answer):

@@ -24,7 +24,7 @@ from front.mcp.protocol import LEGACY_DEFAULT, MODERN_VERSION, SUPPORTED_VERSION
 from front.mcp.prompts import PROMPTS, user_text
 from shared import guide
 from shared.auth.permissions import Permission
-from shared.errors import ErrorCode
+from shared.errors import MAX_ERROR_TEXT, ErrorCode
 from shared.events import inflight_key, interactive_queue
 from shared.tools.context import ToolContext
 from shared.tools.registry import READ_ONLY, TOOLS, ToolSpec
@@ -370,6 +370,24 @@ async def test_modern_unknown_tool_is_a_json_rpc_error_with_http_200(stack):
     response, messages = await wire.modern("tools/call", {"name": "no_such_tool"})
     assert response.status_code == 200
     assert error_of(messages) == {"code": p.INVALID_PARAMS, "message": "Unknown tool: no_such_tool"}
+
+
+async def test_what_an_error_quotes_of_the_input_is_cut(stack):
+    """An unknown 10,000-character tool name, and a label of 600,000 characters that mail_search
+    quoted in its error, came back whole into the model's context (found by an attack)."""
+    wire, *_ = stack
+    _, messages = await wire.legacy("tools/call", {"name": "t" * 10_000})
+    assert error_of(messages)["message"] == "Unknown tool: " + "t" * 127 + "…"
+    _, messages = await wire.legacy("prompts/get", {"name": "p" * 10_000})
+    assert error_of(messages)["message"] == "Unknown prompt: " + "p" * 127 + "…"
+    _, [message] = await wire.legacy("tools/call", {"name": "mail_search", "arguments": {
+        "q": "x", "labels": ["a" * 600_000]}})
+    result = message["result"]
+    assert result["isError"]
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert error["code"] == "invalid_request" and error["details"]["path"].startswith("labels")
+    assert len(error["message"]) <= MAX_ERROR_TEXT and len(error["fix"]) <= MAX_ERROR_TEXT
+    assert len(result["content"][0]["text"]) < 4 * MAX_ERROR_TEXT
 
 
 @pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
