@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
             "PM_STREAM_HEARTBEAT_SECONDS": str(args.heartbeat),
             "PM_WORKER_MAX_JOBS": str(-(-args.streams // args.workers) + 100),
             "PM_RL_API_PER_MINUTE": str(max(100_000, 10 * args.streams)),
+            "PM_JOBS_PER_KEY": str(args.streams),  # every stream is this one key's
             "PM_LOG_LEVEL": "warning"})
         token = stack.mailbox("bench", "streams@bench.pylota.test")["token"]
         stack.start(batch_worker=False, interactive_worker=True)

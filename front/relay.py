@@ -6,10 +6,12 @@ silence, and ends with one :class:`Final` (the tool's result object, or a
 :class:`~shared.errors.PylotaError`) — or with nothing, when the caller cancelled the job (a
 legacy ``notifications/cancelled``):
 
-1. refuse at once, ``unavailable``, when no interactive worker is alive or the live ones are all
-   busy (queued and running jobs ≥ their capacity) — checked before the enqueue, and again after
-   it by the job's rank in the queue, so a burst that passed the first check together is cut at
-   capacity too: work beyond capacity is refused, not left to rot in the queue (issue 9);
+1. refuse at once, ``rate_limited``, when the caller's key already runs ``PM_JOBS_PER_KEY`` such
+   calls (``front.key_jobs``), and ``unavailable`` when no interactive worker is alive or the
+   live ones are all busy (queued and running jobs ≥ their capacity) — checked before the
+   enqueue, and again after it by the job's rank in the queue, so a burst that passed the first
+   check together is cut at capacity too: work beyond capacity is refused, not left to rot in
+   the queue (issue 9);
 2. listen on the job's channel, *then* enqueue (no event can be missed), with the request id as
    job id and an expiry, so a job no worker starts within :data:`START_SECONDS` is never run;
 3. relay events until the result or error, ending with ``unavailable`` (retryable) when the job
@@ -34,6 +36,7 @@ from arq.jobs import Job as ArqJob
 from arq.jobs import JobStatus
 from arq.constants import abort_jobs_ss
 
+from front import key_jobs
 from front.resources import Resources
 from front.watch import WorkerGone
 from shared.errors import ErrorCode, PylotaError, dependency_failure
@@ -156,9 +159,15 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
     arq_job = ArqJob(job_id, res.arq, _queue_name=queue)
     done = False
     watched: str | None = None  # the worker running the job, once it said so
+    namespace = res.settings.pm_namespace
+    counted = False  # against the caller's key (front.key_jobs)
     with res.job_events.listen(job_channel(job_id)) as events:
         try:
             try:
+                await key_jobs.take(res.redis, namespace, job.key_id, job_id,
+                                    seconds=START_SECONDS + seconds + MARGIN_SECONDS,
+                                    limit=res.settings.pm_jobs_per_key)
+                counted = True
                 if capacity is not None and await res.redis.zcard(queue) >= capacity:
                     yield _unavailable("Every worker is busy.",
                                        "Retry in a few seconds, or start more workers.")
@@ -166,6 +175,9 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
                 queued = await res.arq.enqueue_job(
                     spec.name, job_id, msgspec.json.encode(job.request.payload), seconds,
                     _job_id=job_id, _queue_name=queue, _expires=START_SECONDS)
+            except PylotaError as exc:
+                yield Final(exc)
+                return
             except Exception as exc:  # noqa: BLE001 - rendered as the call's end
                 yield Final(dependency_failure(exc) or PylotaError(
                     ErrorCode.INTERNAL, "The job could not be queued."))
@@ -250,6 +262,10 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
             yield Final(dependency_failure(exc) or PylotaError(
                 ErrorCode.INTERNAL, "Relaying the job failed."))
         finally:
+            if counted:
+                with contextlib.suppress(Exception):  # else it lapses with its score
+                    await asyncio.shield(key_jobs.give_back(res.redis, namespace, job.key_id,
+                                                            job_id))
             if watched is not None:
                 res.workers.forget(watched, events)
             if not done:

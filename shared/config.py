@@ -63,6 +63,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pm_job_heartbeat_seconds: float = 1.0
     #: Jobs one interactive worker runs at once (mail_wait, mail_deep_search).
     pm_worker_max_jobs: int = 200
+    #: Of those, the most one API key runs at once, over every front (``front.key_jobs``).
+    pm_jobs_per_key: int = 20
     #: Seconds between mail_wait progress notifications and SSE keep-alives (spec section 2.6).
     pm_stream_heartbeat_seconds: float = 10.0
     #: arq poll delay of the interactive queue, in seconds (STACK.md section 4).
@@ -146,6 +148,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if self.pm_import_workers < 0:
             raise SettingsError(f"PM_IMPORT_WORKERS={self.pm_import_workers} is negative: set a "
                                 "number of processes, or 0 for one per CPU core")
+        if self.pm_jobs_per_key < 1:
+            raise SettingsError(f"PM_JOBS_PER_KEY={self.pm_jobs_per_key} lets no key wait for "
+                                "mail: set at least 1 (calls one key runs at once)")
         if self.pm_import_batch < 1:
             raise SettingsError(f"PM_IMPORT_BATCH={self.pm_import_batch} stores nothing: set at "
                                 "least 1 (messages per transaction)")

@@ -22,6 +22,7 @@ __all__ = [
     "workers_key", "NewMail", "JobEvent", "new_mail_channel", "job_channel", "cancel_key", "inflight_key",
     "publish_new_mail", "publish_new_mails", "publish_job_event",
     "JOB_DELIVER", "JOB_PURGE_SEND_KEYS", "JOB_EXTRACT", "wake_key", "wake_drain", "ran_key", "drain_owner_key",
+    "key_jobs_key",
 ]
 
 #: arq function name of the mail_wait job (registered with ``func(name=…)``, never inferred).
@@ -152,6 +153,12 @@ def ran_key(namespace: str, job_name: str) -> str:
     """Key whose presence says drain ``job_name`` ran recently (it expires when the drain is due
     again), for drains that need not run every tick."""
     return f"{namespace}:ran:{job_name}"
+
+
+def key_jobs_key(namespace: str, key_id: str) -> str:
+    """Sorted set of the worker-tool calls API key ``key_id`` runs right now (job ids, scored by
+    the time each one is over at the latest): ``front.key_jobs``."""
+    return f"{namespace}:key-jobs:{key_id}"
 
 
 async def wake_drain(redis: Redis, namespace: str, job_name: str) -> None:

@@ -103,6 +103,11 @@ class Job:
     _started: float
     _finished: bool = field(default=False)
 
+    @property
+    def key_id(self) -> str:
+        """The API key that made the call."""
+        return self._fields["key_id"]
+
     def finish(self, outcome: Literal["ok", "error", "cancelled"],
                error_code: str | None = None) -> None:
         """Write the call's ``tool_call`` line (once; later calls do nothing)."""

@@ -19,7 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 from front.relay import ABORT_KEEP_SECONDS
-from shared.events import queue_name, workers_key
+from shared.events import key_jobs_key, queue_name, workers_key
 from tests.conftest import NAMESPACE, REDIS_URL, ROOT, running_front, running_worker, settings_for
 from tests.e2e.harness import sdk_client
 from tests.e2e.transport_kit import keyed_identity
@@ -162,3 +162,43 @@ async def test_waits_answered_as_json_neither_hold_the_ceiling_nor_outlive_their
                  if line.startswith("{") and '"request"' in line]
         assert [(line["status"], line.get("error_code")) for line in lines] == [
             (499, "client_closed")] * 2
+
+
+async def test_one_key_runs_at_most_pm_jobs_per_key_waits_and_other_keys_still_wait(
+        db_url, conn, redis):
+    """Every tenant shares the workers' slots, and a mail_wait holds one for up to 60 s for one
+    RL_API unit: one key holding 200 waits left every other tenant "Every worker is busy"
+    (found by an attack). A key past PM_JOBS_PER_KEY is refused rate_limited (429 over REST,
+    a tool error over MCP) while another key's wait runs; once one ends, the first key may
+    wait again, and nothing is left counted."""
+    _, identity_id, key_id, token = await keyed_identity(conn, "desk@acme.example")
+    _, other_identity, _, other_token = await keyed_identity(conn, "x@other.example")
+    settings = settings_for(db_url, pm_jobs_per_key=2)
+    auth = {"Authorization": f"Bearer {token}"}
+    queue = queue_name(settings.pm_namespace, "interactive")
+    async with running_front(settings) as url, running_worker(settings):
+        base = url.removesuffix("/mcp")
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            held = [asyncio.create_task(http.get(f"/v1/identities/{identity_id}/wait",
+                                                 params={"timeout": 4}, headers=auth))
+                    for _ in range(2)]
+            async with asyncio.timeout(10):
+                while await redis.zcard(queue) < 2:
+                    await asyncio.sleep(0.02)
+            refused = await http.get(f"/v1/identities/{identity_id}/wait",
+                                     params={"timeout": 1}, headers=auth)
+            async with sdk_client(url, token) as client:
+                over_mcp = await client.call_tool("mail_wait", {"timeout_seconds": 1})
+            other = await http.get(f"/v1/identities/{other_identity}/wait",
+                                   params={"timeout": 1},
+                                   headers={"Authorization": f"Bearer {other_token}"})
+            assert [r.status_code for r in await asyncio.gather(*held)] == [200, 200]
+            again = await http.get(f"/v1/identities/{identity_id}/wait", params={"timeout": 1},
+                                   headers=auth)
+    assert refused.status_code == 429, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limited" and error["details"]["limit"] == 2
+    assert over_mcp.is_error and envelope(over_mcp)["code"] == "rate_limited"
+    assert other.status_code == 200 and other.json()["timed_out"]
+    assert again.status_code == 200 and again.json()["timed_out"]
+    assert await redis.zcard(key_jobs_key(settings.pm_namespace, key_id)) == 0
