@@ -10,6 +10,7 @@ import click
 import uvicorn
 
 from front.app import create_app
+from front.http_head import BoundedHead
 from front.smtp import serve_smtp
 from shared.config import Settings, SettingsError
 from shared.errors import PylotaError
@@ -26,7 +27,8 @@ def serve(host: str, port: int) -> None:
     """Serve POST /mcp and the REST API (/v1) on uvicorn (run several behind a load balancer to
     scale out)."""
     app = create_app(Settings.from_env())
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                http=BoundedHead)
 
 
 async def _run_worker(settings: Settings, batch: bool) -> None:

@@ -145,10 +145,12 @@ def settings_for(db_url: str, **overrides: object) -> Settings:
 async def running_front(settings: Settings, **app_kwargs: object) -> AsyncIterator[str]:
     """Serve ``create_app(settings)`` on a real uvicorn; yields the ``/mcp`` URL."""
     from front.app import create_app
+    from front.http_head import BoundedHead
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(settings, **app_kwargs), host="127.0.0.1",
-                                           port=port, log_level="warning", lifespan="on"))
+                                           port=port, log_level="warning", lifespan="on",
+                                           http=BoundedHead))  # as `pylota serve` runs it
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(15):
         while not server.started:

@@ -38,6 +38,7 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
     """The "Limits and failure behaviour" tables follow the code (issue 9): every limit setting
     with its default, and the constants of the pool, the relay, the runner and the budget."""
     from front.body import BODY_READ_SECONDS
+    from front.http_head import HEAD_SECONDS, MAX_HEAD_BYTES
     from front.relay import MARGIN_SECONDS, START_SECONDS
     from front.resources import REDIS_WAIT_SECONDS
     from front.shedding import RETRY_AFTER_SECONDS
@@ -60,6 +61,8 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
                     WAKE_GRID_SECONDS):
         assert f"{seconds:g} s" in section, seconds
     assert f"Retry-After: {RETRY_AFTER_SECONDS}" in section
+    assert f"| {MAX_HEAD_BYTES // 1024} KiB, then 431" in section
+    assert f"within {HEAD_SECONDS:g} s of the connection opening" in section
     assert f"runs {MAX_JOBS_BATCH} job at a time" in section
     assert ", ".join(f"{d:g}" for d in RECONNECT_DELAYS[:-1]) in section
     assert f"every {RECONNECT_DELAYS[-1]:g} s" in section

@@ -70,7 +70,8 @@ async def queued(redis: Redis, env: dict[str, str]) -> int:
 async def test_waits_past_capacity_end_in_bound_and_leave_nothing_queued(
         db_url, conn, own_redis, services, http):
     _, _, _, token = await keyed_identity(conn, "desk@acme.example")
-    env = stack_env(db_url, own_redis.url, PM_WORKER_MAX_JOBS=str(MAX_JOBS))
+    env = stack_env(db_url, own_redis.url, PM_WORKER_MAX_JOBS=str(MAX_JOBS),
+                    PM_JOBS_PER_KEY=str(6 * MAX_JOBS))  # the burst is one key's
     front, base, (worker,) = await services.stack(env)
     wire = Wire(http, f"{base}/mcp", token)
 
