@@ -36,6 +36,7 @@ from redis.exceptions import RedisError
 from shared.db import Database
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.events import NewMail, publish_new_mail
+from shared.extract.store import with_text_status
 from shared.logs import get_logger
 from shared.ingest.pipeline import ingest_raw
 from shared.mail.parse import parse_message
@@ -155,6 +156,7 @@ async def _sent(conn: asyncpg.Connection, sender: Sender, message_id: str, *,
     record = await get_message(conn, sender.identity_id, message_id)
     outbound = await outbound_of(conn, message_id)
     assert record is not None and outbound is not None, "stored in this transaction or before"
+    await with_text_status(conn, [record])  # queued pending with the message (or read since)
     return Sent(message=record, deduplicated=deduplicated, delivery=outbound.delivery,
                 kind=outbound.kind, metadata=outbound.metadata, flags=outbound.flags)
 
