@@ -12,7 +12,8 @@
   that names an e-mail address (``02.04.2012 14:20 пользователь "bob@x" <bob@x> написал:``);
 - everything from an ``On <date> … wrote:`` attribution that no quoted line follows (clients that
   quote without ``>``, as Gmail's plain text and rendered HTML blockquotes without markers do);
-- everything from an Outlook ``-----Original Message-----`` line on;
+- everything from an Outlook ``-----Original Message-----`` line on, or a Gmail (and our own
+  ``mail_forward``) ``---------- Forwarded message ----------`` line;
 - everything from a header block on: three or more ``From:``/``Sent:``/``Date:``/``To:``/``Cc:``/
   ``Subject:`` lines in any order, From among them, in English, German, French, Spanish,
   Portuguese, Italian, Dutch, Swedish, Danish, Polish or Russian (Outlook and Hotmail write them,
@@ -45,7 +46,8 @@ SIGNATURE_MAX_LINES = 11
 #: have fit on the quoted line above is that line's continuation (module docstring).
 WRAP_COLUMNS = 72
 
-_ORIGINAL_MESSAGE = re.compile(r"^\s*-{2,}\s*Original Message\s*-{2,}\s*$", re.IGNORECASE)
+_ORIGINAL_MESSAGE = re.compile(r"^\s*-{2,}\s*(?:Original|Forwarded) Message\s*-{2,}\s*$",
+                               re.IGNORECASE)
 _SIGNATURE = re.compile(r"^-- ?$")
 _QUOTED = re.compile(r"^\s*>")
 _VERBS = (r"wrote|writes|schrieb|a\s+écrit|escribió|escreveu|ha\s+scritto|scrisse|schreef|skrev"

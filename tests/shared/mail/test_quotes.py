@@ -57,6 +57,11 @@ def test_sentence_ending_with_colon_is_kept() -> None:
 
 def test_original_message_and_signature_cut() -> None:
     assert new_text("Fine.\r\n-----Original Message-----\r\nFrom: x\r\n\r\nold\r\n") == "Fine."
+    # a forward's own words: the separator Gmail and mail_forward write went, the line stayed
+    # ("fyi\n\n---------- Forwarded message ----------"; found by a new user)
+    forward = ("fyi\n\n---------- Forwarded message ---------\nFrom: Jo <jo@example.com>\n"
+               "Date: Mon, 30 Nov 2026\nSubject: Plan\nTo: desk@acme.example\n\nthe plan\n")
+    assert new_text(forward) == "fyi"
     assert new_text("Fine.\n\n-- \nAlice\nACME\n") == "Fine."
     assert new_text("Fine.\n--\nAlice\n") == "Fine."
     assert new_text("a -- b\n") == "a -- b"  # "--" inside a line is not a separator
