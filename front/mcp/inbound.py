@@ -332,7 +332,10 @@ def _host_name(host: str) -> str | None:
     else:
         name, colon, port = host.partition(":")
         rest = colon + port
-    return name if rest == "" or (rest[0] == ":" and rest[1:].isdigit()) else None
+    if rest != "" and not (rest[0] == ":" and rest[1:].isdigit()):
+        return None
+    # "mail.example." is the same name written fully qualified (RFC 1034 section 3.1).
+    return name[:-1] if name.endswith(".") and not name.startswith("[") else name
 
 
 # --- Rung 3: size and type --------------------------------------------------------------------

@@ -187,7 +187,8 @@ def test_origin_other_than_a_loopback_servers_own_is_403(host: str, origin: str)
     assert_rejected(rejection, RejectionKind.FORBIDDEN_ORIGIN, SERVER_ERROR)
 
 
-@pytest.mark.parametrize("host", [API_HOST, f"{API_HOST}:8000", f"{API_HOST.upper()}:443"])
+@pytest.mark.parametrize("host", [API_HOST, f"{API_HOST}:8000", f"{API_HOST.upper()}:443",
+                                  f"{API_HOST}.", f"{API_HOST}.:443", "localhost.:8000"])
 def test_the_public_host_passes_with_or_without_a_port(host: str) -> None:
     """A client reaching a published port (compose's 8000) names it in Host (found by a new
     user: every request from another machine was 403)."""
@@ -196,7 +197,8 @@ def test_the_public_host_passes_with_or_without_a_port(host: str) -> None:
 
 @pytest.mark.parametrize(
     "host", ["evil.example.com", "localhost.evil.example", "127.0.0.1.nip.io", "localhost:abc", "[::1]x", "127.0.0.2",
-             f"{API_HOST}:80x", f"{API_HOST}.evil.example:8000", f"{API_HOST}:"]
+             f"{API_HOST}:80x", f"{API_HOST}.evil.example:8000", f"{API_HOST}:", f"{API_HOST}..",
+             "."]
 )
 def test_foreign_host_is_403(host: str) -> None:
     rejection = assert_rejected(check_origin({"host": host}, API_HOST), RejectionKind.FORBIDDEN_HOST, SERVER_ERROR)
