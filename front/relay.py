@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final as Constant
 
@@ -131,15 +131,21 @@ async def stop_job(res: Resources, job_id: str, queue: str) -> None:
         await publish_job_event(res.redis, job_id, JobEvent(kind="cancelled"))
 
 
-#: Jobs being stopped in the background, held until done (the event loop keeps only weak ones).
-_STOPPING: set[asyncio.Task[None]] = set()
+#: Jobs being stopped, and their keys' counts given back, in the background: held until done
+#: (the event loop keeps only weak references to tasks).
+_BACKGROUND: set[asyncio.Task[None]] = set()
 
 
-def _stopping(res: Resources, job_id: str, queue: str) -> asyncio.Task[None]:
-    task = asyncio.create_task(stop_job(res, job_id, queue))
-    _STOPPING.add(task)
-    task.add_done_callback(_STOPPING.discard)
+def _background(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    task = asyncio.create_task(work)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
     return task
+
+
+async def _give_back(res: Resources, namespace: str, key_id: str, job_id: str) -> None:
+    with contextlib.suppress(Exception):  # Redis gone: the entry lapses with its score
+        await key_jobs.give_back(res.redis, namespace, key_id, job_id)
 
 
 async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive | Final]:
@@ -262,13 +268,13 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
             yield Final(dependency_failure(exc) or PylotaError(
                 ErrorCode.INTERNAL, "Relaying the job failed."))
         finally:
-            if counted:
-                with contextlib.suppress(Exception):  # else it lapses with its score
-                    await asyncio.shield(key_jobs.give_back(res.redis, namespace, job.key_id,
-                                                            job_id))
             if watched is not None:
                 res.workers.forget(watched, events)
-            if not done:
-                # In a task of its own: a caller cancelled meanwhile (its client went away)
-                # stops waiting for it but cannot cut it short.
-                await asyncio.shield(_stopping(res, job_id, queue))
+            # Each in a task of its own, both started before anything is awaited here: a caller
+            # cancelled meanwhile (its client went away) stops waiting for them but cannot cut
+            # them short, nor keep the second from starting.
+            stopping = None if done else _background(stop_job(res, job_id, queue))
+            if counted:
+                _background(_give_back(res, namespace, job.key_id, job_id))
+            if stopping is not None:
+                await asyncio.shield(stopping)
