@@ -8,20 +8,25 @@ authentication rung, the REST routes before anything else (``front.rest.routes``
 
 from __future__ import annotations
 
+from litestar.types import Scope
+
 from front.resources import Resources
+from front.shedding import claim
 from shared.auth.keys import Principal
 from shared.errors import ErrorCode, PylotaError, dependency_failure
 
 __all__ = ["admit"]
 
 
-async def admit(res: Resources, authorization: str | None) -> Principal:
-    """The principal of the ``Authorization`` header value, with one RL_API unit charged.
+async def admit(res: Resources, authorization: str | None, scope: Scope) -> Principal:
+    """The principal of the ``Authorization`` header value, with the request counted against
+    its key's share of the front's requests in progress (``front.shedding.claim``) and one
+    RL_API unit charged.
 
     Raises:
         PylotaError: ``unauthenticated``, ``key_expired``, ``key_revoked`` (401),
-            ``partner_suspended`` (403), ``rate_limited`` (429, ``details.retry_after``),
-            ``unavailable`` (PostgreSQL or Redis down).
+            ``partner_suspended`` (403), ``rate_limited`` (429, ``details.retry_after``: RL_API,
+            or the key's share in progress), ``unavailable`` (PostgreSQL or Redis down).
     """
     try:
         found = await res.keys.authenticate(res.db, authorization)
@@ -30,5 +35,6 @@ async def admit(res: Resources, authorization: str | None) -> Principal:
     except Exception as exc:  # noqa: BLE001 - a lost dependency, rendered by the surface
         raise dependency_failure(exc) or PylotaError(
             ErrorCode.INTERNAL, "Authentication failed unexpectedly.") from exc
+    claim(scope, found.key_id)
     await res.limits.charge("RL_API", found.key_id)
     return found

@@ -53,7 +53,8 @@ def create_app(settings: Settings, *, tools: Sequence[ToolSpec] = TOOLS,
     # Around the whole app rather than as Litestar middleware, which Litestar wraps around each
     # route with an exception middleware of its own: a second one per request, held by every
     # open stream for its life (about 0.5 KB each, issue 14). A refusal needs no route anyway.
-    app.asgi_handler = Shedding(app.asgi_handler, settings.pm_max_in_flight)
+    app.asgi_handler = Shedding(app.asgi_handler, settings.pm_max_in_flight,
+                                settings.pm_max_in_flight_per_key)
     return app
 
 

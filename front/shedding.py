@@ -8,7 +8,9 @@ started answering (an SSE relay), or a request waiting for a worker's job to ans
 (:func:`waiting`), no longer counts — and, past ``pm_max_in_flight``, answers 503 with
 ``Retry-After`` straight away, without reading the body: a JSON-RPC error (-32603, ``data`` the
 ``unavailable`` envelope, ``id: null``) on ``/mcp``, the REST error envelope elsewhere (spec
-section 2.4; DESIGN.md section 5.5). Each refusal writes its ``request`` log line.
+section 2.4; DESIGN.md section 5.5). Each refusal writes its ``request`` log line. Once its key
+is known, a request counts against that key's share too (:func:`claim`): one key's burst can
+take at most ``pm_max_in_flight_per_key`` of the ceiling, and is told 429 past it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.logs import get_logger
 
-__all__ = ["Shedding", "waiting", "slow_body", "RETRY_AFTER_SECONDS", "SLOW_BODY_SECONDS"]
+__all__ = ["Shedding", "claim", "waiting", "slow_body", "RETRY_AFTER_SECONDS", "SLOW_BODY_SECONDS"]
 
 log = get_logger("front.shedding")
 
@@ -50,12 +52,15 @@ def _refusal(path: str, request_id: str) -> bytes:
 
 
 class Shedding:
-    """ASGI middleware refusing work past ``ceiling`` requests in progress."""
+    """ASGI middleware refusing work past ``ceiling`` requests in progress, of which one API key
+    may hold ``per_key`` (:func:`claim`)."""
 
-    def __init__(self, app: ASGIApp, ceiling: int) -> None:
+    def __init__(self, app: ASGIApp, ceiling: int, per_key: int) -> None:
         self.app = app
         self.ceiling = ceiling
+        self.per_key = per_key
         self.working = 0
+        self.by_key: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,17 +96,36 @@ class _Slot:
     (:func:`slow_body`), or released. A small object rather than closures, since an open stream
     holds it for as long as it lives (issue 14's memory per stream)."""
 
-    __slots__ = ("_shedding", "_state")
+    __slots__ = ("_shedding", "_state", "_key")
 
     def __init__(self, shedding: Shedding) -> None:
         self._shedding = shedding
         self._state = _COUNTED
+        self._key: str | None = None
         shedding.working += 1
+
+    def claim(self, key_id: str) -> bool:
+        """Count this request against ``key_id`` too; False when the key holds its share."""
+        if self._state == _DONE or self._key is not None:
+            return True
+        by_key = self._shedding.by_key
+        if by_key.get(key_id, 0) >= self._shedding.per_key:
+            return False
+        by_key[key_id] = by_key.get(key_id, 0) + 1
+        self._key = key_id
+        return True
 
     def release(self) -> None:
         if self._state == _COUNTED:
             self._shedding.working -= 1
         self._state = _DONE
+        if self._key is not None:
+            by_key = self._shedding.by_key
+            if by_key[self._key] <= 1:
+                del by_key[self._key]
+            else:
+                by_key[self._key] -= 1
+            self._key = None
 
     def pause(self) -> None:
         if self._state == _COUNTED:
@@ -130,6 +154,26 @@ def slow_body(scope: Scope) -> Iterator[None]:
     finally:
         slow.cancel()
         slot.resume()
+
+
+def claim(scope: Scope, key_id: str) -> None:
+    """Count the request against API key ``key_id`` until it stops counting at all: one key
+    may hold ``pm_max_in_flight_per_key`` of the front's requests in progress. A key's burst
+    within its rate limits took the whole ceiling, and other tenants' requests got 503 (found
+    by an attack); now its own requests past its share get 429.
+
+    Raises:
+        PylotaError: ``rate_limited`` (``details.limit``, ``details.retry_after``) past the
+            key's share.
+    """
+    slot = scope.get(_SLOT)
+    if slot is not None and not slot.claim(key_id):
+        limit = slot._shedding.per_key
+        raise PylotaError(
+            ErrorCode.RATE_LIMITED,
+            f"This key already has {limit} requests in progress on this server.",
+            fix=f"Send at most {limit} requests at once; retry after the Retry-After seconds.",
+            details={"limit": limit, "retry_after": RETRY_AFTER_SECONDS})
 
 
 def waiting(scope: Scope) -> None:

@@ -58,6 +58,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Requests one front process works on at once (streams that already answered excluded);
     #: past it the front answers 503 with Retry-After instead of queueing.
     pm_max_in_flight: int = 100
+    #: Of those, the most one API key holds; past it the key's requests get 429.
+    pm_max_in_flight_per_key: int = 50
     #: Seconds between a worker's liveness beats; a killed worker's calls end within
     #: twice this, plus the front's check interval (half of it).
     pm_job_heartbeat_seconds: float = 1.0
@@ -148,6 +150,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if self.pm_import_workers < 0:
             raise SettingsError(f"PM_IMPORT_WORKERS={self.pm_import_workers} is negative: set a "
                                 "number of processes, or 0 for one per CPU core")
+        if self.pm_max_in_flight_per_key < 1:
+            raise SettingsError(f"PM_MAX_IN_FLIGHT_PER_KEY={self.pm_max_in_flight_per_key} "
+                                "serves no request: set at least 1 (requests one key has in "
+                                "progress on one front)")
         if self.pm_jobs_per_key < 1:
             raise SettingsError(f"PM_JOBS_PER_KEY={self.pm_jobs_per_key} lets no key wait for "
                                 "mail: set at least 1 (calls one key runs at once)")

@@ -52,7 +52,8 @@ def test_the_limits_and_failure_section_names_every_limit_with_its_value():
     section = README.split("## Limits and failure behaviour\n", 1)[1].split("\n## ", 1)[0]
     defaults = Settings()
     for name in ("pm_db_pool_size", "pm_db_acquire_seconds", "pm_db_statement_timeout_seconds",
-                 "pm_redis_pool_size", "pm_max_in_flight", "pm_request_deadline_seconds",
+                 "pm_redis_pool_size", "pm_max_in_flight", "pm_max_in_flight_per_key",
+                 "pm_request_deadline_seconds",
                  "pm_worker_max_jobs", "pm_jobs_per_key", "pm_job_heartbeat_seconds",
                  "pm_stream_heartbeat_seconds"):
         assert f"`{name.upper()}` = {getattr(defaults, name):g}" in section, name

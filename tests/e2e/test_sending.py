@@ -280,7 +280,7 @@ async def test_relay_down_is_retried_then_failed_and_mail_get_message_shows_it(d
 async def test_a_hundred_concurrent_sends_with_one_key_deliver_once(db_url, conn, sink: Sink):
     _, _, _, token = await keyed_identity(conn, DESK)
     settings = stack_settings(db_url, sink.port, pm_rl_send_per_minute=1000,
-                              pm_max_in_flight=300)
+                              pm_max_in_flight=300, pm_max_in_flight_per_key=300)
     arguments = {"idempotency_key": "once", "to": ["jo@example.com"], "subject": "Once",
                  "text": "Only once."}
     async with stack(settings) as url, sdk_client(url, token) as client:

@@ -117,7 +117,8 @@ async def test_postgresql_lost_mid_request_ends_each_call_cleanly(
     token = await mailbox(conn)
     env = stack_env(relay.dsn(db_url), own_redis.url, PM_DB_POOL_SIZE="5",
                     PM_DB_ACQUIRE_SECONDS=str(ACQUIRE_SECONDS),
-                    PM_RL_SEARCH_PER_MINUTE="1000", PM_RL_API_PER_MINUTE="1000")
+                    PM_RL_SEARCH_PER_MINUTE="1000", PM_RL_API_PER_MINUTE="1000",
+                    PM_MAX_IN_FLIGHT_PER_KEY="1000")  # 60 at once, one key
     front, base = await services.front(env)
     wire = Wire(http, f"{base}/mcp", token)
 
