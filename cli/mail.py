@@ -107,8 +107,10 @@ def _embedding_line(p: IdentityProgress) -> str:
         return f"embedding: {p.embedded} of {p.total} message(s) searchable by meaning"
     pace = (f"at the measured {_rate(p)}" if p.per_second is not None
             else "at a batch worker's usual pace (none has embedded recently)")
-    return (f"embedding: {p.queued} message(s) queued for the batch workers (`pylota worker "
-            f"--batch`), {_duration(p.seconds_left)} {pace}; see `pylota embeddings status`")
+    # The identity's whole backlog, this import's messages and any earlier ones still waiting.
+    return (f"embedding: {p.queued} of the identity's {p.total} message(s) wait for the batch "
+            f"workers (`pylota worker --batch`), {_duration(p.seconds_left)} {pace}; see "
+            "`pylota embeddings status`")
 
 
 @click.group()

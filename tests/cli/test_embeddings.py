@@ -21,7 +21,8 @@ async def test_status_and_the_import_summary_say_how_long_embedding_takes(db_url
                   "demo/brightwell.mbox")
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
-    assert last.startswith("embedding: 8 message(s) queued for the batch workers")
+    assert last.startswith("embedding: 8 of the identity's 8 message(s) wait for the batch "
+                           "workers")
     assert "under a minute" in last and "`pylota embeddings status`" in last
 
     status = pylota(db_url, "embeddings", "status")
