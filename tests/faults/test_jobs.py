@@ -160,7 +160,8 @@ async def test_1500_waits_on_two_workers_end_in_bound_and_leave_nothing_queued(
     _, _, _, token = await keyed_identity(conn, "desk@acme.example")
     env = stack_env(db_url, own_redis.url, PM_WORKER_MAX_JOBS=str(FULL_MAX_JOBS),
                     PM_RL_API_PER_MINUTE="100000", PM_STREAM_HEARTBEAT_SECONDS="10",
-                    PM_JOBS_PER_KEY=str(FULL_WAITS))  # the burst is one key's
+                    # the burst is one key's
+                    PM_JOBS_PER_KEY=str(FULL_WAITS), PM_MAX_IN_FLIGHT_PER_KEY=str(FULL_WAITS))
     front, base, (first,) = await services.stack(env)
     second = await services.worker(env)
     wire = Wire(http, f"{base}/mcp", token)
