@@ -219,3 +219,15 @@ async def test_a_connection_lost_in_a_planned_search_raises_the_loss(db_url: str
     finally:
         await db.close()
     assert dependency_failure(raised.value) is not None, repr(raised.value)
+
+
+def test_fusion_puts_a_literal_match_before_an_equal_score_found_by_meaning_only() -> None:
+    """A rare word's only matches tie, rank for rank, with messages merely near in meaning; the
+    order of their ids put a message about Nodemailer above the two that say "SwiftMailer" (a
+    new user's search). A literal match now goes first; a message found both ways still leads."""
+    from shared.search.engine import _fuse
+
+    order = [i for i, _ in _fuse(["msg_9", "msg_8"], ["msg_1", "msg_2"])]
+    assert order == ["msg_9", "msg_1", "msg_8", "msg_2"]
+    both = [i for i, _ in _fuse(["msg_9", "msg_5"], ["msg_1", "msg_5"])]
+    assert both[0] == "msg_5"
