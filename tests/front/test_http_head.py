@@ -5,6 +5,7 @@ connections that sent half a head, or nothing, stayed open for good (found by an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -76,4 +77,58 @@ async def test_requests_within_the_bounds_are_served_and_kept_alive(front):
     writer.write(request(front))
     second = await answer(reader)
     assert second.split(b" ", 2)[1] == b"401"
+    writer.close()
+
+
+async def test_trailers_and_a_head_in_one_read_count_with_the_head(front):
+    """A second attack: 40 MB of trailer fields after a chunked body went in with no key (25
+    times their size in memory), and a 110 KB head sent in one write was served. Trailers past
+    the bound close the connection (their request is already being served); a head that large
+    is 431."""
+    host, port = front.split(":")
+    trailers = b"".join(b"t%d: x\r\n" % n for n in range(20_000))  # about 200 KB
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /mcp HTTP/1.1\r\nHost: " + front.encode() + b"\r\nContent-Type: "
+                 b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n0\r\n"
+                 + trailers)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+    async with asyncio.timeout(5):
+        try:
+            got = await reader.read()
+        except ConnectionError:
+            got = b""
+    assert got == b"", got[:200]  # closed, nothing served
+    writer.close()
+
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(request(front, extra=b"X-Pad: " + b"p" * 110_000 + b"\r\n"))
+    await writer.drain()
+    async with asyncio.timeout(5):
+        got = await reader.read()
+    assert got.startswith(b"HTTP/1.1 431 "), got[:200]
+    writer.close()
+
+
+async def test_late_body_bytes_are_no_new_head(front):
+    """The body of a REST request answered 401 before it was read is no head of a next
+    request: a stray 431 followed the 401 (found by an attack)."""
+    host, port = front.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    body = b'{"q":"' + b"y" * 2_000_000 + b'"}'
+    head = (b"POST /v1/identities/idn_01J9Z3AAAAAAAAAAAAAAAAAAAA/search HTTP/1.1\r\nHost: "
+            + front.encode() + b"\r\nAuthorization: Bearer pmk_live_nothing\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+    writer.write(head + body[:1000])
+    await writer.drain()
+    first = await answer(reader)
+    assert first.split(b" ", 2)[1] == b"401"
+    writer.write(body[1000:])
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.write(request(front))
+    await writer.drain()
+    async with asyncio.timeout(5):
+        rest = await reader.read(65_536)
+    assert b" 431 " not in rest, rest[:300]
     writer.close()
