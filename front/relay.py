@@ -170,10 +170,13 @@ async def follow(res: Resources, job: Job) -> AsyncIterator[Progress | KeepAlive
     with res.job_events.listen(job_channel(job_id)) as events:
         try:
             try:
+                # Counted before the await: a cancellation landing after Redis stored the entry
+                # must still give it back (giving back an absent entry does nothing). Found by
+                # an attack: aborted calls left entries that locked the key out for a minute.
+                counted = True
                 await key_jobs.take(res.redis, namespace, job.key_id, job_id,
                                     seconds=START_SECONDS + seconds + MARGIN_SECONDS,
                                     limit=res.settings.pm_jobs_per_key)
-                counted = True
                 if capacity is not None and await res.redis.zcard(queue) >= capacity:
                     yield _unavailable("Every worker is busy.",
                                        "Retry in a few seconds, or start more workers.")
