@@ -637,7 +637,10 @@ def _part_bytes(leaf: _Leaf) -> bytes:
         # anyway; the parser then reads the encoded text as a message without header.
         encoding = str(part.get("content-transfer-encoding", "")).strip().lower()
         if encoding == "base64":
-            return binascii.a2b_base64(regenerated)
+            try:
+                return binascii.a2b_base64(regenerated)
+            except binascii.Error:  # not base64 after all: kept as it came (found by an attack)
+                return regenerated
         if encoding == "quoted-printable":
             return quopri.decodestring(regenerated)
         return regenerated

@@ -103,6 +103,20 @@ def test_an_attached_message_sent_encoded_is_stored_decoded(encoding: str) -> No
     assert parse_message(attached.content).subject == "Inner café"
 
 
+def test_an_attached_message_labelled_base64_that_is_not_is_kept_as_it_came() -> None:
+    """binascii raised on it and the whole body was lost: no text, no attachment (a regression
+    found by an attack)."""
+    raw = (b"From: a@example.com\r\nSubject: s\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n"
+           b"Content-Type: text/plain\r\n\r\nsee attached\r\n--b\r\n"
+           b"Content-Type: message/rfc822\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+           b"abcde\r\n--b--\r\n")
+    msg = parse_message(raw)
+    assert msg.text == "see attached"
+    [attached] = msg.attachments
+    assert attached.content_type == "message/rfc822" and b"abcde" in attached.content
+
+
 def test_an_encoded_word_is_one_token_of_a_display_name_never_an_address() -> None:
     """An encoded word whose text holds ":" and "@" (invalid in a phrase, so the default policy
     fails and the field is read as compat32) was split as a group and gave the sender
