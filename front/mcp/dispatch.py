@@ -105,8 +105,9 @@ _NAME_REQUIRED = "params.name is required: the {kind}'s name as a string, as {li
 
 
 def _shown(name: str) -> str:
-    """An unknown name as asked, up to the 128 characters a name may have (MCP's guidance for
-    tool names): a 10,000-character name came back whole (found by an attack)."""
+    """An unknown name (tool, prompt or method) as asked, up to the 128 characters a name may
+    have (MCP's guidance for tool names): a 10,000-character tool name and a 600,000-character
+    method came back whole (found by attacks)."""
     return name if len(name) <= 128 else name[:127] + "…"
 
 
@@ -203,5 +204,5 @@ async def dispatch(res: Resources, prompts: Sequence[PromptSpec], principal: Pri
         return _get_prompt(prompts, route)
     if method == "tools/call":
         return await _call_tool(res, principal, route, request_id, control)
-    return Failure(code=p.METHOD_NOT_FOUND, message=f"Method not found: {method}",
+    return Failure(code=p.METHOD_NOT_FOUND, message=f"Method not found: {_shown(method)}",
                    http_status=404 if modern else 200)

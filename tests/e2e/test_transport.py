@@ -380,6 +380,8 @@ async def test_what_an_error_quotes_of_the_input_is_cut(stack):
     assert error_of(messages)["message"] == "Unknown tool: " + "t" * 127 + "…"
     _, messages = await wire.legacy("prompts/get", {"name": "p" * 10_000})
     assert error_of(messages)["message"] == "Unknown prompt: " + "p" * 127 + "…"
+    _, messages = await wire.legacy("m" * 600_000)
+    assert error_of(messages)["message"] == "Method not found: " + "m" * 127 + "…"
     _, [message] = await wire.legacy("tools/call", {"name": "mail_search", "arguments": {
         "q": "x", "labels": ["a" * 600_000]}})
     result = message["result"]
