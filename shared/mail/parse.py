@@ -207,10 +207,10 @@ def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bo
             text = _read_addresses(msg, name, value, addresses[key], defects)
         else:
             text = _read_header(msg, name, value, defects)
-        if "=?" in value:
-            # A field is one line: a line break decoded out of an encoded word would show an
-            # agent reading the headers a field that was never sent (found by an attack).
-            text = _one_line(name, text, defects)
+        # A field is one line: a line break decoded out of an encoded word, or one unfolding
+        # leaves in place (a VT, FF or U+2028 in the raw field), would show an agent reading
+        # the headers a field that was never sent (found by attacks).
+        text = _one_line(name, text, defects)
         first.setdefault(key, text)
         if len(headers) < MAX_HEADERS:
             headers.append((name, text[:MAX_HEADER_CHARS]))
@@ -611,12 +611,14 @@ def _content_id(part: Message) -> str | None:
 def _filename(filename: str | None, defects: _Defects) -> str | None:
     """The part's filename as ``Message.get_filename`` read it (Content-Disposition ``filename``,
     else Content-Type ``name``; RFC 2231 continuations and charsets decoded by ``email``), with
-    RFC 2047 encoded-words decoded by us."""
+    RFC 2047 encoded-words decoded by us, on one line: an agent shown a filename holding a line
+    break reads what follows it as another field."""
     if filename is None:
         return None
     if "=?" in filename:
         # RFC 2047 section 5 forbids encoded-words in parameters, but mailers write them anyway.
         filename = _compat_text(filename)
+    filename = _one_line("filename", filename, defects)
     stored = _storable(filename.strip())
     if stored != filename.strip() or _garbled(filename):
         defects.add("filename: undecodable characters replaced with U+FFFD")
@@ -675,22 +677,20 @@ def _without_nul(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
-#: Line breaks beside the ASCII controls: what ``str.splitlines`` breaks at.
-_UNICODE_BREAKS = "\x85\u2028\u2029"
+#: A line break or other control character (tab aside): the ASCII controls, DEL, and the other
+#: characters ``str.splitlines`` breaks at.
+_BREAK = re.compile("[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
 
 
 def _one_line(field: str, text: str, defects: _Defects) -> str:
     """``text`` with each line break or other control character (tab aside) made a space, and a
-    defect saying so. Unfolding removed the raw ones; these came out of an encoded word (RFC
-    2047), and a subject or display name is one line of text."""
-    if not any(map(_breaks, text)):
+    defect saying so. Unfolding removes CR LF only (RFC 5322 section 2.2.3); these came out of
+    an encoded word (RFC 2047) or stood in the raw field (a VT, FF, FS or U+2028, which some
+    readers break a line at), and a field, subject or display name is one line of text."""
+    if _BREAK.search(text) is None:
         return text
-    defects.add(f"{field}: a line break or control character in its encoded text, made a space")
-    return "".join(" " if _breaks(ch) else ch for ch in text)
-
-
-def _breaks(ch: str) -> bool:
-    return ord(ch) < 32 and ch != "\t" or ord(ch) == 127 or ch in _UNICODE_BREAKS
+    defects.add(f"{field}: a line break or control character in its text, made a space")
+    return _BREAK.sub(" ", text)
 
 
 def _storable(text: str) -> str:

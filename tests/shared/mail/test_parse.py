@@ -129,11 +129,37 @@ def test_an_encoded_word_is_one_token_of_a_display_name_never_an_address() -> No
     fields = dict(msg.headers)
     assert fields["From"] == "Evil  Bcc: x@evil.example <boss@partner.example>"
     assert fields["X-Note"] == "a  B: c"
-    assert "X-Note: a line break or control character in its encoded text, made a space" \
+    assert "X-Note: a line break or control character in its text, made a space" \
         in msg.defects
     # A quoted display name is left as it is.
     quoted = parse_message(b'From: "=?utf-8?q?A:b?=" <a@x.example>\r\n\r\nhi\r\n')
     assert quoted.from_ == Address(address="a@x.example", name="A:b")
+
+
+def test_raw_line_breaks_in_a_field_become_spaces() -> None:
+    """Unfolding removes CR LF only; a VT, FF, FS or U+2028 written in the raw field (or a CR LF
+    in an RFC 2231 filename) stayed in the stored value, where a reader that breaks lines there
+    shows an agent a field that was never sent."""
+    raw = ("From: Boss\u2028Reply-To Evil <boss@partner.example>\r\n"
+           "To: me@here.example\r\nSubject: Pay\x0bBcc: x@evil.example\r\n"
+           "X-Note: a\x0cb\x1cc\r\nMIME-Version: 1.0\r\n"
+           "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n"
+           "Content-Type: text/plain\r\n\r\nhi\r\n--b\r\n"
+           "Content-Type: application/pdf\r\n"
+           "Content-Disposition: attachment; filename*=utf-8''a%0D%0AX-Evil%3A%20y.pdf\r\n"
+           "\r\nJVBERi0=\r\n--b--\r\n").encode()
+    msg = parse_message(raw)
+    fields = dict(msg.headers)
+    assert msg.subject == fields["Subject"] == "Pay Bcc: x@evil.example"
+    assert fields["X-Note"] == "a b c"
+    assert msg.from_ == Address(address="boss@partner.example", name="Boss Reply-To Evil")
+    assert fields["From"] == "Boss Reply-To Evil <boss@partner.example>"
+    assert msg.text.strip() == "hi"
+    [attached] = msg.attachments
+    assert attached.filename == "a  X-Evil: y.pdf"
+    for field in ("Subject", "X-Note", "From", "filename"):
+        assert f"{field}: a line break or control character in its text, made a space" \
+            in msg.defects
 
 
 def test_ids_that_are_not_msg_ids_become_defects(fixtures: Path) -> None:
@@ -446,7 +472,7 @@ def test_an_encoded_line_break_in_a_display_name_or_subject_forges_nothing() -> 
     assert parsed.from_ == Address(address="evil@attacker.example", name="Boss  ceo@acme.example")
     assert parsed.to == [Address(address="desk@acme.example", name="z6@catch.example")]
     assert parsed.subject == "Hello  Bcc: x@example.com"
-    assert "Subject: a line break or control character in its encoded text, made a space" \
+    assert "Subject: a line break or control character in its text, made a space" \
         in parsed.defects
 
 
