@@ -134,8 +134,14 @@ async def run_list(ctx: ToolContext, args: ListThreadsArgs) -> ListThreadsResult
     Raises:
         PylotaError: identity errors from :func:`~shared.tools.scope.identity_for`;
             ``invalid_request`` (path ``cursor``) for a cursor of another listing, identity or
-            filters.
+            filters; (path ``after``) for an ``after`` not before ``before``, which no thread
+            can match, as ``mail_search`` refuses one.
     """
+    if args.after is not None and args.before is not None and args.after >= args.before:
+        raise invalid("after", f"after ({args.after.isoformat()}) is not before before "
+                      f"({args.before.isoformat()}), so no thread can match.",
+                      "Swap the two, or drop one: after is the first instant listed (on or "
+                      "after), before the first instant left out.")
     wanted = ThreadFilter(label=args.label, category=args.category,
                           needs_reply_gte=args.needs_reply_gte, is_unread=args.is_unread,
                           direction=args.direction, after=args.after, before=args.before,

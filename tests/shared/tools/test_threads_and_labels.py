@@ -131,6 +131,13 @@ async def test_threads_newest_first_with_fields_and_filters(box):
     assert await ids(category="billing") == [t["ask"]]
     assert await ids(after="2026-11-05T10:00:00Z") == [t["cc"], t["done"]]  # on or after
     assert await ids(before="2026-11-05T10:00:00Z") == [t["news"], t["ask"]]  # strictly before
+    # swapped bounds are refused, as mail_search refuses them, not an empty page
+    for after, before in [("2026-11-06T00:00:00Z", "2026-11-05T00:00:00Z"),
+                          ("2026-11-05T10:00:00Z", "2026-11-05T12:00:00+02:00")]:
+        with pytest.raises(PylotaError) as caught:
+            await listing(ctx, after=after, before=before)
+        assert (caught.value.code, caught.value.details["path"]) == (ErrorCode.INVALID_REQUEST, "after")
+        assert "is not before before" in caught.value.message and "Swap" in caught.value.fix
     assert await ids(is_unread=False) == []
     assert set(await ids(is_unread=True)) == set(t.values())
     # the REST query string: values read from their text forms
