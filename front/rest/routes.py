@@ -70,6 +70,23 @@ def _query_arguments(request: Request[Any, Any, Any], spec: ToolSpec, rest: Rest
     return out
 
 
+class _UnsupportedMediaType(PylotaError):
+    """``invalid_request`` answered 415 (RFC 9110 section 15.5.16): a body that says it is not
+    JSON, as ``POST /mcp`` refuses one."""
+
+    @property
+    def status(self) -> int:
+        return 415
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether ``content_type`` labels JSON: ``application/json`` or a ``+json`` type (RFC 6839
+    section 3.1), parameters aside."""
+    media_type = (content_type or "").partition(";")[0].strip(" \t").lower()
+    return media_type == "application/json" or (media_type.startswith("application/")
+                                                 and media_type.endswith("+json"))
+
+
 async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
     try:
         raw = await read_body(request, MAX_BODY_BYTES)
@@ -83,6 +100,12 @@ async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
                       "Send the whole body at once.") from None
     if not raw.strip():
         return {}
+    if not _is_json(request.headers.get("content-type")):
+        raise _UnsupportedMediaType(
+            ErrorCode.INVALID_REQUEST, "The body must be labelled Content-Type: application/json.",
+            fix="Send the header Content-Type: application/json with the JSON body (curl -d "
+                "alone labels it application/x-www-form-urlencoded).",
+            details={"header": "Content-Type"})
     try:
         body = msgspec.json.decode(raw)
     except (msgspec.DecodeError, ValueError, RecursionError):

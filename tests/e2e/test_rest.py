@@ -159,9 +159,23 @@ async def test_errors_are_the_envelope_with_the_codes_status(demo):
     assert "1 to 25" in error["fix"] and error["request_id"].startswith("req_")
     assert bad.headers["x-request-id"] == error["request_id"]
 
-    not_json = await http.post(f"/v1/identities/{demo['identity_id']}/search",
-                               content=b"{", headers=auth(demo["token"]))
+    search_url = f"/v1/identities/{demo['identity_id']}/search"
+    not_json = await http.post(search_url, content=b"{", headers={
+        **auth(demo["token"]), "content-type": "application/json"})
     assert not_json.status_code == 400 and not_json.json()["error"]["details"] == {"path": "body"}
+    # A body labelled as something else is refused as POST /mcp refuses it (it was read as JSON
+    # whatever it said); a +json type and parameters are JSON.
+    for label in ("application/x-www-form-urlencoded", "text/plain", None):
+        labelled = await http.post(search_url, content=b'{"q": "x"}', headers={
+            **auth(demo["token"]), **({"content-type": label} if label else {})})
+        assert labelled.status_code == 415, label
+        error = labelled.json()["error"]
+        assert error["code"] == "invalid_request" and error["details"] == {"header": "Content-Type"}
+        assert "Content-Type: application/json" in error["fix"]
+    for label in ("application/json; charset=utf-8", "Application/Merge-Patch+JSON"):
+        labelled = await http.post(search_url, content=b'{"q": "x", "mode": "keyword"}',
+                                   headers={**auth(demo["token"]), "content-type": label})
+        assert labelled.status_code == 200, label
 
     elsewhere = await http.get("/v1/messages/msg_01J9Z3Z3Z3Z3Z3Z3Z3Z3Z3Z3Z3",
                                headers=auth(demo["token"]))
