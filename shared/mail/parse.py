@@ -332,7 +332,8 @@ def _read_addresses(
     misread = False
     for display_name, addr_spec in parsed:
         addr_spec = addr_spec.strip().lower()
-        if "@" not in addr_spec or _garbled(addr_spec) or len(addr_spec) > MAX_ADDRESS_CHARS:
+        if (not _has_domain(addr_spec) or _garbled(addr_spec)
+                or len(addr_spec) > MAX_ADDRESS_CHARS):
             if addr_spec:
                 defects.add(f"{name}: dropped {addr_spec[:100]!r}, not an address")
             continue
@@ -359,6 +360,18 @@ def _read_addresses(
                 kept.append(addr_spec)
                 into.append(Address(address=_storable(addr_spec), name=None))
     return _storable(text)  # the field as kept with the headers: PostgreSQL text too
+
+
+#: A domain (RFC 5322 section 3.4.1): no quote, white space or bracket of another part.
+_DOMAIN = re.compile(r'[^\s"<>@()\\,;:]+')
+
+
+def _has_domain(addr_spec: str) -> bool:
+    """Whether ``addr_spec`` is a local part, "@" and a domain: an encoded word between angle
+    brackets (``<=?utf-8?q?boss@x.example?=>``) reads as the quoted local part
+    ``"boss@x.example"`` with no domain, which an agent would take for that address."""
+    local, at, domain = addr_spec.rpartition("@")
+    return bool(local and at and _DOMAIN.fullmatch(domain))
 
 
 #: An encoded word (RFC 2047 section 2).

@@ -136,6 +136,20 @@ def test_an_encoded_word_is_one_token_of_a_display_name_never_an_address() -> No
     assert quoted.from_ == Address(address="a@x.example", name="A:b")
 
 
+def test_an_encoded_word_between_angle_brackets_is_no_address() -> None:
+    """``<=?utf-8?q?boss@x.example?=>`` reads as the quoted local part ``"boss@x.example"`` with
+    no domain, which passed for an address and showed an agent boss@x.example as the sender."""
+    for field in (b"Boss <=?utf-8?q?boss@x.example?=>", b"<=?utf-8?q?boss=40x.example?=>"):
+        msg = parse_message(b"From: " + field + b"\r\nTo: me@here.example\r\n\r\nhi\r\n")
+        assert msg.from_ is None, field
+        assert any(d.startswith("From: dropped") and "not an address" in d
+                   for d in msg.defects), msg.defects
+    # Quoted local parts, with "@" in them too, and domain literals are addresses.
+    for written in ('"john doe"@x.example', '"a@b"@x.example', "a@[192.0.2.1]"):
+        msg = parse_message(f"From: {written}\r\n\r\nhi\r\n".encode())
+        assert msg.from_ is not None and msg.from_.address == written, written
+
+
 def test_raw_line_breaks_in_a_field_become_spaces() -> None:
     """Unfolding removes CR LF only; a VT, FF, FS or U+2028 written in the raw field (or a CR LF
     in an RFC 2231 filename) stayed in the stored value, where a reader that breaks lines there
