@@ -36,9 +36,12 @@ from typing import BinaryIO
 
 import msgspec
 
-__all__ = ["NOT_MAIL", "TOO_LARGE", "MAX_MESSAGE_BYTES", "SourceItem", "iter_sources"]
+__all__ = ["NOT_MAIL", "LINK_OUTSIDE", "TOO_LARGE", "MAX_MESSAGE_BYTES", "SourceItem", "iter_sources"]
 
 NOT_MAIL = "not a mail message: first line is not a header field"
+#: The problem of a symbolic link, met in a directory walked, that leads out of it (or nowhere).
+LINK_OUTSIDE = ("a symbolic link out of the folder imported (or broken): not followed; name "
+                "its target on the command line to import it")
 
 _MBOX_SUFFIXES = (".mbox", ".mbx", ".mbox.gz")
 
@@ -93,18 +96,24 @@ def iter_sources(paths: list[Path], *, mboxrd: bool = True) -> Iterator[SourceIt
     line is an mbox separator; otherwise it is one message. With ``mboxrd`` true, mbox body lines
     matching ``^>+From `` lose one ``>`` (mboxrd); with it false they are left alone (mboxo).
 
+    A symbolic link found in a directory is followed only when its target lies inside the
+    directory named in ``paths`` (:data:`LINK_OUTSIDE` otherwise): an unpacked archive holding a
+    link to ``/etc`` or to a secret file would import what the importer's user can read as mail
+    that API keys read (found by an attack). A path named in ``paths`` is read wherever it leads.
+
     Never raises for bad input: unreadable files, bad gzip data and files that are clearly not
     mail become items with ``raw=None`` and ``problem`` set.
     """
     visited: set[Path] = set()
     for path in paths:
         if path.is_dir():
-            yield from _walk(path, mboxrd=mboxrd, visited=visited)
+            yield from _walk(path, path.resolve(), mboxrd=mboxrd, visited=visited)
         else:
             yield from _read_path(path, mboxrd=mboxrd)
 
 
-def _walk(directory: Path, *, mboxrd: bool, visited: set[Path]) -> Iterator[SourceItem]:
+def _walk(directory: Path, root: Path, *, mboxrd: bool, visited: set[Path]
+          ) -> Iterator[SourceItem]:
     # A symlink back to a parent would otherwise walk the same folder until the OS gives up.
     real = directory.resolve()
     if real in visited:
@@ -117,11 +126,21 @@ def _walk(directory: Path, *, mboxrd: bool, visited: set[Path]) -> Iterator[Sour
         return
     is_maildir = any(p.name in ("cur", "new") and p.is_dir() for p in entries)
     for entry in entries:
-        if entry.is_dir():
+        if entry.is_symlink() and not _inside(entry, root):
+            yield SourceItem(str(entry), None, LINK_OUTSIDE)
+        elif entry.is_dir():
             if not (is_maildir and entry.name == "tmp"):
-                yield from _walk(entry, mboxrd=mboxrd, visited=visited)
+                yield from _walk(entry, root, mboxrd=mboxrd, visited=visited)
         else:
             yield from _read_path(entry, mboxrd=mboxrd)
+
+
+def _inside(link: Path, root: Path) -> bool:
+    """Whether the symbolic link ``link`` leads to ``root`` or below it (a loop leads nowhere)."""
+    try:
+        return link.resolve(strict=True).is_relative_to(root)
+    except (OSError, RuntimeError):
+        return False
 
 
 def _read_path(path: Path, *, mboxrd: bool) -> Iterator[SourceItem]:

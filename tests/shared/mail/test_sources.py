@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared.mail import sources
-from shared.mail.sources import NOT_MAIL, TOO_LARGE, SourceItem, iter_sources
+from shared.mail.sources import LINK_OUTSIDE, NOT_MAIL, TOO_LARGE, SourceItem, iter_sources
 
 
 def _raws(items: list[SourceItem]) -> list[bytes]:
@@ -103,6 +103,31 @@ def test_a_fifo_or_device_named_directly_is_not_read(tmp_path: Path) -> None:
     items = list(iter_sources([fifo, Path("/dev/zero")]))
     assert [(item.origin, item.problem) for item in items] == [
         (str(fifo), "not a regular file"), ("/dev/zero", "not a regular file")]
+
+
+def test_a_link_out_of_the_folder_imported_is_not_followed(tmp_path: Path) -> None:
+    """A maildir holding links to a secret file and to /etc imported them as mail that API keys
+    then read (found by an attack); links inside the folder, and a link named directly, are
+    followed."""
+    secret = tmp_path / "app.env"
+    secret.write_bytes(b"DB_PASSWORD: hunter2\n")
+    box = tmp_path / "Maildir"
+    (box / "cur").mkdir(parents=True)
+    (box / "new").mkdir()
+    (box / "cur" / "1.host:2,S").write_bytes(b"Subject: kept\n\nbody\n")
+    (box / "cur" / "2.host:2,S").symlink_to(secret)
+    (box / "new" / "etc").symlink_to("/etc")
+    (box / "new" / "broken").symlink_to(tmp_path / "nothing")
+    (box / "new" / "loop").symlink_to(box / "new" / "loop")
+    (box / "new" / "same").symlink_to(box / "cur" / "1.host:2,S")
+    items = list(iter_sources([box]))
+    assert [(Path(i.origin).name, i.problem) for i in items if i.problem] == [
+        ("2.host:2,S", LINK_OUTSIDE), ("broken", LINK_OUTSIDE), ("etc", LINK_OUTSIDE),
+        ("loop", LINK_OUTSIDE)]
+    assert [i.raw for i in items if i.raw] == [b"Subject: kept\n\nbody\n"] * 2
+    named = tmp_path / "named.eml"
+    named.symlink_to(secret)
+    assert [i.raw for i in iter_sources([named])] == [b"DB_PASSWORD: hunter2\n"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
