@@ -10,7 +10,8 @@ Read as the QA kit reads them: ``from:``/``to:`` with a whole address match that
 case-insensitive substring of the subject with white space collapsed; ``after:D`` is on or after D
 00:00 and ``before:D`` strictly before D 00:00 in the tenant's time zone.
 
-A word made only of stop words ("the") matches everything rather than nothing.
+A word made only of stop words ("the") matches everything rather than nothing, and excluded
+(``-the``) excludes nothing: stop words are not in the index.
 
 A word or phrase also matches a message when the ready text of one of its attachments holds it
 (``attachment_texts.tsv``, which the batch workers fill: ``shared.extract``). Where the
@@ -82,9 +83,12 @@ def _text(c: Compiled, text: str, positive: bool) -> str:
         tsq = f"({tsq} || {fn}('en_unaccent', {c.bind(text.replace('-', ' '))}))"
     if positive:
         c.rank_terms.append(tsq)
-    if loose and not positive:  # under a NOT: match less, so that NOT matches more
-        return f"(numnode({tsq}) = 0)"
-    return f"(numnode({tsq}) = 0 OR m.tsv @@ {tsq} OR {_in_attachments(c, tsq)})"
+        return f"(numnode({tsq}) = 0 OR m.tsv @@ {tsq} OR {_in_attachments(c, tsq)})"
+    if loose:  # under a NOT: match less, so that NOT matches more
+        return "false"
+    # Under a NOT, stop words alone match nothing, so that "-the" excludes nothing (it excluded
+    # everything: found by an attack).
+    return f"(numnode({tsq}) > 0 AND (m.tsv @@ {tsq} OR {_in_attachments(c, tsq)}))"
 
 
 def _in_attachments(c: Compiled, tsq: str) -> str:
@@ -206,15 +210,14 @@ def _node(c: Compiled, node: Node, time_zone: str, positive: bool) -> str:
 def without_words(node: Node | None) -> Node | None:
     """``node`` with its words and phrases taken out, for semantic matching (the words are
     compared by meaning instead). An OR with a word in it goes whole, since a word alternative
-    may match by meaning; so does an exclusion of words. None when nothing is left."""
+    may match by meaning. An exclusion stays whole: ``-booking`` leaves out every message that
+    holds the word, in every mode (semantic and hybrid search ranked "Booking request" first
+    for ``van -booking``: found by an attack). None when nothing is left."""
     match node:
         case Term() | Phrase() | None:
             return None
-        case Operator():
+        case Operator() | Not():
             return node
-        case Not(inner):
-            kept = without_words(inner)
-            return Not(kept) if kept is not None and kept == inner else None
         case Or(nodes):
             kept = [without_words(n) for n in nodes]
             return node if all(k == n for k, n in zip(kept, nodes)) else None

@@ -2,8 +2,8 @@
 
 - ``keyword``: full-text search (``keyword.py``): every word and operator must match; ranked by
   ``ts_rank_cd`` blended with recency.
-- ``semantic``: the query's words are embedded and compared with message vectors; operators still
-  filter (a word OR-ed with an operator, or excluded, is left to meaning). At most
+- ``semantic``: the query's words are embedded and compared with message vectors; operators and
+  exclusions (``-booking``) still filter (a word OR-ed with an operator is left to meaning). At most
   :data:`SEMANTIC_LIMIT` hits.
 - ``hybrid``: reciprocal-rank fusion of the keyword and semantic top :data:`HYBRID_DEPTH` lists,
   so a message found by both ranks first; at most 2 x :data:`HYBRID_DEPTH` hits.

@@ -77,6 +77,19 @@ async def test_operators_still_filter_in_semantic_mode(box: Mailbox, db_url: str
     assert outcome.matched[box.ids["invoice"]] == ["parking", "from:@brightwell.example"]
 
 
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+async def test_an_exclusion_holds_in_every_mode(box: Mailbox, db_url: str, mode: str) -> None:
+    """``-word`` left semantic and hybrid hits holding the word ("van -booking" ranked "Booking
+    request" first), and an excluded stop word left no hit at all (found by an attack)."""
+    await embed_all(db_url)
+    everything = set(mids(box, await search(box, "parking van", mode)))
+    assert {"fine-1", "fine-2"} <= everything
+    kept = set(mids(box, await search(box, "parking van -appeal", mode)))
+    assert "fine-1" in kept and "fine-2" not in kept and kept == everything - {"fine-2"}
+    assert set(mids(box, await search(box, "parking van -the", mode))) == everything
+    assert set(mids(box, await search(box, 'parking van -"of the"', mode))) == everything
+
+
 async def test_hybrid_puts_messages_found_both_ways_first(box: Mailbox, db_url: str) -> None:
     await embed_all(db_url)
     outcome = await search(box, "parking van")
