@@ -46,8 +46,13 @@ NEEDS_REPLY_SQL = """(m.direction = 'inbound'
   AND NOT EXISTS (SELECT 1 FROM message_triage t WHERE t.message_id = m.id AND t.automated))"""
 
 
+def _literal(value: str) -> str:
+    """``value`` for a LIKE pattern, its wildcards and escape character taken literally."""
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _like(value: str) -> str:
-    return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return f"%{_literal(value)}%"
 
 
 @dataclass
@@ -103,7 +108,8 @@ def _in_attachments(c: Compiled, tsq: str) -> str:
 
 def _people(c: Compiled, column_sql: str, value: str) -> str:
     if value.startswith("@"):
-        return f"{column_sql} LIKE {c.bind('%' + value)}"
+        # "to:@%" matched every recipient (found by an attack)
+        return f"{column_sql} LIKE {c.bind('%' + _literal(value))}"
     if "@" in value:
         return f"{column_sql} = {c.bind(value)}"
     return f"{column_sql} ILIKE {c.bind(_like(value))}"

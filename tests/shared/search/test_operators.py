@@ -65,6 +65,11 @@ CASES = [
     ('from:"ann lee"', {"ask-1"}),
     ("to:jo@brightwell.example", {"reply-1"}),
     ("participant:jo@brightwell.example", {"inv-1", "reply-1"}),
+    ("to:@brightwell.example", {"reply-1"}),
+    # LIKE's wildcards are letters like any other (to:@% matched every recipient)
+    ("to:@%", set()),
+    ("participant:@%.example", set()),
+    ("to:@brightwell_example", set()),
     ('subject:"change of"', {"ask-1"}),
     # ref: plates, invoice and PCN numbers, amounts, phone numbers; spacing and case do not matter
     ("ref:AB12CDE", {"plate-1"}),
