@@ -384,9 +384,15 @@ def keys() -> None:
     """Manage API keys."""
 
 
+#: The longest a key may be minted for (``--expires``): a century, well inside what Python and
+#: PostgreSQL dates hold (``99999999999d`` raised OverflowError: found by an attack).
+MAX_KEY_LIFETIME = timedelta(days=36_500)
+
+
 class Expiry(click.ParamType):
     """``--expires``: a duration from now (``90m``, ``12h``, ``30d``) or an RFC 3339 instant with
-    its offset (``2027-01-01T00:00:00Z``); it must lie in the future."""
+    its offset (``2027-01-01T00:00:00Z``); it must lie in the future, and at most
+    :data:`MAX_KEY_LIFETIME` ahead."""
 
     name = "expiry"
     _DURATION = re.compile(r"([1-9]\d*)([mhd])")
@@ -398,16 +404,24 @@ class Expiry(click.ParamType):
             return value
         now = datetime.now(timezone.utc)
         if found := self._DURATION.fullmatch(value.strip()):
-            return now + timedelta(**{self._UNITS[found.group(2)]: int(found.group(1))})
-        try:
-            at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            self.fail(f"{value!r} is neither a duration (90m, 12h, 30d) nor an RFC 3339 instant",
-                      param, ctx)
-        if at.tzinfo is None:
-            self.fail(f"{value!r} has no offset; add Z or +01:00", param, ctx)
+            try:
+                lifetime = timedelta(**{self._UNITS[found.group(2)]: int(found.group(1))})
+            except OverflowError:
+                lifetime = MAX_KEY_LIFETIME * 2
+            at = now + min(lifetime, MAX_KEY_LIFETIME * 2)
+        else:
+            try:
+                at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                self.fail(f"{value!r} is neither a duration (90m, 12h, 30d) nor an RFC 3339 "
+                          "instant", param, ctx)
+            if at.tzinfo is None:
+                self.fail(f"{value!r} has no offset; add Z or +01:00", param, ctx)
         if at <= now:
             self.fail(f"{value!r} is in the past", param, ctx)
+        if at - now > MAX_KEY_LIFETIME:
+            self.fail(f"{value!r} is more than {MAX_KEY_LIFETIME.days} days ahead; a key lives "
+                      "at most a century (revoke it when it is no longer needed)", param, ctx)
         return at
 
 

@@ -193,6 +193,11 @@ KEY_ERRORS = [
     (["--tenant", "Acme", "--permissions", "all", "--expires", "soon"], "duration"),
     (["--tenant", "Acme", "--permissions", "all", "--expires", "2030-01-01T00:00:00"],
      "no offset"),
+    # past a century: a usage error, not OverflowError or asyncpg's DataError (found by an attack)
+    (["--tenant", "Acme", "--permissions", "all", "--expires", "99999999999d"], "a century"),
+    (["--tenant", "Acme", "--permissions", "all", "--expires", "3000000d"], "a century"),
+    (["--tenant", "Acme", "--permissions", "all", "--expires", "9999-12-31T23:59:59-14:00"],
+     "a century"),
 ]
 
 
