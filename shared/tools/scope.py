@@ -138,7 +138,8 @@ async def search_scope(conn: asyncpg.Connection, principal: Principal, *,
     the tenant that is being deleted is listed in ``failed`` instead.
 
     Raises:
-        PylotaError: ``invalid_request`` (``identity_ids``, ``tenant_id`` or ``identity``),
+        PylotaError: ``invalid_request`` (``identity_ids``, ``tenant_id`` or ``identity``, which
+            ``tenant`` scope does not take),
             ``identity_not_found`` (also for ``identity_ids`` outside the tenant),
             ``scope_denied`` (an identity key asking for the tenant, or a ``tenant_id`` the key
             does not reach), ``scope_too_large`` (a tenant with more than 100 identities and no
@@ -155,6 +156,13 @@ async def search_scope(conn: asyncpg.Connection, principal: Principal, *,
             raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND, "No such identity for this key.",
                               fix="Pass an identity from mail_list_identities.")
         return SearchScope(identity_ids=[found.id], failed=[], tenant=tenant)
+    if identity is not None:
+        # Searching the tenant while naming one identity was answered from every identity,
+        # the one named silently ignored (found by an attack).
+        raise invalid("identity", "identity needs scope \"identity\"; scope \"tenant\" searches "
+                      "the tenant's identities.",
+                      "Drop identity (over REST: POST /v1/tenants/{tenant_id}/search), or list "
+                      "it in identity_ids to search it alone.")
     if principal.level is KeyLevel.IDENTITY:
         raise PylotaError(ErrorCode.SCOPE_DENIED, "An identity key cannot search the whole tenant.",
                           fix="Use scope \"identity\" (the default), or a tenant key.")

@@ -124,6 +124,11 @@ async def test_tenant_scope_rules(stack, conn) -> None:
                                                        "mode": "keyword"})).structured_content
         assert {h["identity_id"] for h in both["hits"]} == {stack["identity_id"], stack["second"]}
         assert both["partial"] is False and both["failed_identities"] == []
+        # an identity named beside scope tenant was silently ignored (found by an attack)
+        named_one = await client.call_tool("mail_search", {"q": "parking", "scope": "tenant",
+                                                            "identity": stack["identity_id"]})
+        assert error_code(named_one) == ErrorCode.INVALID_REQUEST
+        assert json.loads(named_one.content[0].text)["error"]["details"] == {"path": "identity"}
 
         await conn.execute("UPDATE identities SET status = 'deleting' WHERE id = $1", stack["second"])
         partial = (await client.call_tool("mail_search", {
