@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, route
+from litestar.datastructures import Headers
 
 from front.admission import admit
 from front.body import (BODY_READ_SECONDS, CLIENT_CLOSED_STATUS, BodyTooLarge, ClientGone,
@@ -118,7 +119,7 @@ async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return body
 
 
-def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Mapping[str, str],
+def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Headers,
                      arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` with those the path, the route and the request headers give."""
     for name in (*rest.path_args.values(), *rest.fixed):
@@ -131,11 +132,16 @@ def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Mappin
             raise invalid(bound.argument, f"{bound.argument} is given by the {header} header "
                                           "on this endpoint.",
                           f"Leave {bound.argument} out of the body; {bound.fix}")
-        value = headers.get(header)
-        if value is None:
+        values = headers.getall(header, [])
+        if not values:
             raise PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is required.",
                               fix=bound.fix, details={"header": header})
-        from_headers[bound.argument] = value
+        if len(values) > 1:
+            # Which one counts would differ between proxies and us: a retry could send twice.
+            raise PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is given "
+                              f"{len(values)} times.", fix=f"Send it once. {bound.fix}",
+                              details={"header": header})
+        from_headers[bound.argument] = values[0]
     return {**arguments, **{arg: params[p] for p, arg in rest.path_args.items()}, **rest.fixed,
             **from_headers}
 

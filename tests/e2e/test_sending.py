@@ -403,6 +403,9 @@ async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
         twice = await http.post(path, json={**message, "idempotency_key": "k"},
                                 headers=headers("k"))
         bad = await http.post(path, json=message, headers=headers("k" * 256))
+        # two keys: a proxy might read the other one, so a retry could send twice
+        doubled = await http.post(path, json=message, headers=[
+            *headers().items(), ("Idempotency-Key", "k-a"), ("Idempotency-Key", "k-b")])
         new = await http.post(path, json=message, headers=headers("k-1"))
         replay = await http.post(path, json=message, headers=headers("k-1"))
         conflict = await http.post(path, json={**message, "text": "Other."},
@@ -420,6 +423,9 @@ async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
         "path": "idempotency_key"}
     assert bad.status_code == 400 and bad.json()["error"]["details"] == {
         "header": "Idempotency-Key"}
+    assert doubled.status_code == 400 and doubled.json()["error"]["details"] == {
+        "header": "Idempotency-Key"}
+    assert "2 times" in doubled.json()["error"]["message"]
     assert new.status_code == 201 and new.json()["deduplicated"] is False
     assert replay.status_code == 200 and replay.json()["deduplicated"] is True
     assert replay.json()["id"] == new.json()["id"]
