@@ -5,6 +5,8 @@ budget across both, and a worker tool streams as SSE or answers a long poll."""
 
 from __future__ import annotations
 
+import json
+
 import asyncio
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -188,6 +190,25 @@ async def test_errors_are_the_envelope_with_the_codes_status(demo):
     twice = await http.post(f"/v1/identities/{demo['identity_id']}/search",
                             json={"q": "x", "identity": "someone"}, headers=auth(demo["token"]))
     assert twice.status_code == 400 and twice.json()["error"]["details"] == {"path": "identity"}
+
+
+async def test_requests_no_route_takes_write_their_log_line(demo, capfd):
+    """A 404 or 405 of the API answered with a request id but wrote no ``request`` line (found by
+    an attack); the path, which may hold anything, is not logged."""
+    http = demo["http"]
+    capfd.readouterr()
+    unknown = await http.get("/v1/nothing-here-secret", headers=auth(demo["token"]))
+    not_allowed = await http.delete("/v1/usage", headers=auth(demo["token"]))
+    captured = capfd.readouterr()
+    logs = captured.out + captured.err
+    lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+    requests = {line["request_id"]: line for line in lines if line.get("event") == "request"}
+    for response, status in ((unknown, 404), (not_allowed, 405)):
+        assert response.status_code == status
+        line = requests[response.headers["x-request-id"]]
+        assert (line["status"], line["surface"], line["error_code"]) == (
+            status, "rest", "invalid_request")
+    assert "nothing-here-secret" not in logs
 
 
 async def test_a_key_without_the_permission_gets_permission_denied(demo, conn):
