@@ -12,9 +12,10 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shared.errors import invalid
+from shared.errors import ErrorCode, PylotaError, invalid
 from shared.events import JOB_MAIL_WAIT
 from shared.jobs import JOBS_BY_NAME, JobRequest
+from shared.mail.store import get_thread
 from shared.mail.waiting import WaitRequest, WaitResult, filter_for
 from shared.tools.arguments import IdentityRef, Instant, ThreadId
 from shared.tools.context import ToolContext
@@ -53,17 +54,30 @@ async def run(ctx: ToolContext, args: WaitArgs) -> JobRequest:
 
     Raises:
         PylotaError: ``invalid_request`` on ``from`` when it is neither an address nor an
-            @domain; identity errors from :func:`~shared.tools.scope.identity_for`.
+            @domain; ``thread_not_found`` for a ``thread_id`` not of the identity; identity
+            errors from :func:`~shared.tools.scope.identity_for`.
     """
     if args.from_ is not None and _SENDER.fullmatch(args.from_.strip()) is None:
         raise invalid("from", f"{args.from_[:80]!r} is neither an address nor an @domain.",
                       "Give the sender's address (from: \"billing@example.com\") or its domain "
                       "(from: \"@example.com\"), or omit from.")
+    thread_id = args.thread_id
     async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
+        if thread_id is not None:
+            # A thread of another identity (or none) can never receive this identity's mail:
+            # the wait sat out its timeout where every other tool says thread_not_found (found
+            # by an attack). A merged thread's old id waits on the thread it was merged into.
+            thread = await get_thread(conn, identity.id, thread_id)
+            if thread is None:
+                raise PylotaError(ErrorCode.THREAD_NOT_FOUND,
+                                  f"No thread {thread_id} in this identity.",
+                                  fix="Use a thread_id returned by mail_search, mail_send or "
+                                      "mail_get_message for this identity.")
+            thread_id = thread.id
     request = WaitRequest(
         identity_id=identity.id, since=args.since, timeout_seconds=float(args.timeout_seconds),
         wanted=filter_for(args.kind, from_=args.from_, subject_contains=args.subject_contains,
-                          thread_id=args.thread_id))
+                          thread_id=thread_id))
     return JobRequest(job=JOBS_BY_NAME[JOB_MAIL_WAIT], payload=request,
                       seconds=float(args.timeout_seconds))
