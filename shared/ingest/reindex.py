@@ -1,8 +1,8 @@
 """Deriving again what ingest derives, for mail already stored (``pylota reindex``).
 
-:func:`reindex` derives references, trust and triage again for stored mail: for mail imported
-before a tenant added a ``custom:`` pattern, before trust or triage existed, or before their rules
-changed. It also queues for text extraction every attachment that was never queued (mail stored
+:func:`reindex` derives references, trust, triage and the words inside compound tokens
+(``shared.mail.compound``) again for stored mail: for mail imported before a tenant added a
+``custom:`` pattern, before trust, triage or those words existed, or before their rules changed. It also queues for text extraction every attachment that was never queued (mail stored
 before attachment text existed); the batch workers extract them (``shared.extract``).
 """
 
@@ -16,7 +16,8 @@ import msgspec
 from shared.extract.store import queue_missing
 from shared.mail.patterns import identity_patterns
 from shared.mail.refs import TEXT_CHARS, count_refs, extract_refs, save_refs
-from shared.mail.store import stored_contents
+from shared.mail.compound import index_terms
+from shared.mail.store import save_terms, stored_contents
 from shared.mail.triage import (Triage, TriageInput, categories_of, judged_text, save_triage,
                                  triage)
 from shared.mail.trust import (
@@ -26,7 +27,7 @@ from shared.mail.trust import (
 
 __all__ = ["reindex", "Reindexed"]
 
-#: Messages whose trust and triage are written in one statement during a reindex.
+#: Messages whose trust, triage and terms are written in one statement during a reindex.
 _TRIAGE_BATCH = 500
 
 
@@ -60,12 +61,18 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
         heard = await judged_by(conn, identity_id, listener_id) if listener_id else set()
         listened = dataclasses.replace(trust_policy, own_authserv_id=listener_id)
         pending: dict[str, list[tuple[str, Trust, dict, Triage]]] = {}
+        terms: list[tuple[str, str]] = []
         async for msg in stored_contents(conn, identity_id, text_chars=TEXT_CHARS):
             idn = msg.identity_id
             if idn not in patterns:
                 patterns[idn] = await identity_patterns(conn, idn)
                 known[idn] = await correspondence_of(conn, idn, None)
             await save_refs(conn, idn, msg.id, extract_refs(msg.subject, msg.text, patterns[idn]))
+            terms.append((msg.id, index_terms(msg.subject, msg.from_address, msg.text,
+                                              (name for name, _ in msg.attachments))))
+            if len(terms) >= _TRIAGE_BATCH:
+                await save_terms(conn, terms)
+                terms.clear()
             trust, details = await rejudge(conn, msg, listened if msg.id in heard
                                            else trust_policy, known[idn], checked)
             result = triage(TriageInput(
@@ -82,6 +89,7 @@ async def reindex(conn: asyncpg.Connection, identity_id: str | None = None, *,
             count += 1
         for idn, batch in pending.items():
             await _save(conn, idn, batch)
+        await save_terms(conn, terms)
         added = await count_refs(conn, identity_id) - refs_before
         queued = await queue_missing(conn, identity_id)
     return Reindexed(messages=count, recategorised=changed, new_references=added,

@@ -36,6 +36,7 @@ import msgspec
 from shared.errors import ErrorCode, PylotaError
 from shared.ids import Prefix, new_id
 from shared.mail.attachment_types import attachment_type
+from shared.mail.compound import index_terms
 from shared.mail.contacts import ContactBook, correspondents
 from shared.mail.domains import spellings
 from shared.mail.model import Address, ParsedMessage
@@ -249,7 +250,9 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
                 parsed.sent_at, received, parsed.text, item.new_text, item.snippet,
                 [list(h) for h in parsed.headers], "outbound" if outbound else "inbound",
                 "sent" if outbound and item.status == "received" else item.status,
-                content_hash, dedupe_key, parsed.defects, bool(parsed.attachments), outbound])
+                content_hash, dedupe_key, parsed.defects, bool(parsed.attachments), outbound,
+                index_terms(parsed.subject, parsed.from_.address if parsed.from_ else None,
+                            parsed.text, (a.filename for a in parsed.attachments))])
             raws.append((message_id, item.raw))
             stored = [(new_id(Prefix.ATTACHMENT), message_id, a.part_index, a.filename,
                        a.content_type, a.disposition, a.content_id, len(a.content),
@@ -276,9 +279,9 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
             """INSERT INTO messages (id, identity_id, thread_id, rfc_message_id, in_reply_to,
                  "references", subject, from_address, from_name, to_addresses, cc_addresses,
                  reply_to, sent_at, received_at, text, new_text, snippet, headers, direction,
-                 status, content_hash, dedupe_key, parse_defects, has_attachment, read)
+                 status, content_hash, dedupe_key, parse_defects, has_attachment, read, terms)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                       $17, $18, $19, $20, $21, $22, $23, $24, $25)""", rows)
+                       $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)""", rows)
         await conn.executemany("INSERT INTO raw_messages (message_id, raw) VALUES ($1, $2)", raws)
         if attachments:
             await conn.executemany(
@@ -495,6 +498,13 @@ async def stored_contents(conn: asyncpg.Connection, identity_id: str | None, *, 
             new_text=row["new_text"], attachments=[(a[0], a[1]) for a in row["atts"]],
             answers=row["answers"], outbound=row["outbound"],
             defects=list(row["parse_defects"] or []))
+
+
+async def save_terms(conn: asyncpg.Connection, terms: list[tuple[str, str]]) -> None:
+    """Set each message's ``terms`` (``(message id, terms)``, ``shared.mail.compound``) where they
+    differ, and so its full-text vector: for mail stored before migration 0018 or before the
+    rules changed (``pylota reindex``)."""
+    await conn.executemany("UPDATE messages SET terms = $2 WHERE id = $1 AND terms <> $2", terms)
 
 
 class Outline(msgspec.Struct, frozen=True, kw_only=True):

@@ -90,6 +90,25 @@ async def test_an_exclusion_holds_in_every_mode(box: Mailbox, db_url: str, mode:
     assert set(mids(box, await search(box, 'parking van -"of the"', mode))) == everything
 
 
+async def test_words_inside_paths_files_and_addresses_are_found(box: Mailbox, db_url: str) -> None:
+    """The parser reads mm/hugetlb.c, jo@brightwell.example and Q3-report.xlsx as one token each:
+    "hugetlb" found none of the kit's 3 messages naming mm/hugetlb.c (found by a new user). Their
+    words are indexed at the lowest weight, so a message saying the word outright ranks first."""
+    add = box.add
+    await add("patch", sender="dev@kernel.example", subject="[PATCH] mm/hugetlb.c: fix a leak",
+              body="See /etc/pylota/settings.toml and Q3-report.xlsx.",
+              attachment=("INV-77120.txt", "text/plain", b"total due"))
+    await add("plain", sender="ann@clients.example", subject="Report",
+              body="The report on hugetlb pages is ready.")
+    for q, expected in [("hugetlb", {"patch", "plain"}), ("hugetlb.c", {"patch"}),
+                        ("settings.toml", {"patch"}), ("INV-77120", {"patch"}),
+                        ("INV-77120.txt", {"patch"}), ("Q3-report", {"patch"}),
+                        ("brightwell", {"invoice"}), ("kernel", {"patch"})]:
+        assert set(mids(box, await search(box, q, "keyword"))) == expected, q
+    ranked = mids(box, await search(box, "hugetlb", "keyword"))
+    assert ranked == ["plain", "patch"]
+
+
 async def test_hybrid_puts_messages_found_both_ways_first(box: Mailbox, db_url: str) -> None:
     await embed_all(db_url)
     outcome = await search(box, "parking van")
