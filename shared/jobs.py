@@ -43,6 +43,7 @@ from shared.search.semantic import SemanticEngine
 from shared.tenancy.store import AGENTIC_SECONDS
 
 __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN_MESSAGES",
+           "EMBED_RUN_SECONDS",
            "DEADLINE_GRACE_SECONDS", "DELIVER_RUN_MESSAGES", "PURGE_EVERY_SECONDS",
            "EXTRACT_RUN_FILES", "EXTRACT_RUN_SECONDS"]
 
@@ -50,9 +51,13 @@ __all__ = ["JobEnv", "JobSpec", "JobRequest", "JOBS", "JOBS_BY_NAME", "EMBED_RUN
 #: a job's deadline plus twice this, and a front gives up on a started job after its seconds
 #: plus twice this.
 DEADLINE_GRACE_SECONDS = 2.0
-#: Messages one embedding drain run embeds at most (about a minute of the ONNX model on 2
-#: cores), so a run ends and the next picks up what arrived meanwhile.
+#: Messages one embedding drain run embeds at most, so a run ends and the next picks up what
+#: arrived meanwhile.
 EMBED_RUN_MESSAGES = 1_000
+#: Seconds after which an embedding drain run ends with its current batch: the batch worker runs
+#: one job at a time, and after an import a run of EMBED_RUN_MESSAGES took 409 s on a loaded
+#: machine, holding back sends and attachment text for minutes (found by a new user).
+EMBED_RUN_SECONDS = 20.0
 #: Messages one delivery drain run tries at most, so a run ends and the next one (and the
 #: other batch jobs) get their turn.
 DELIVER_RUN_MESSAGES = 50
@@ -132,7 +137,7 @@ async def _embed(env: JobEnv) -> int:
     if env.embedder is None:  # the model could not load: messages stay queued
         return 0
     return await embed_pending(env.db, env.embedder, batch=env.settings.pm_embed_batch,
-                               limit=EMBED_RUN_MESSAGES)
+                               limit=EMBED_RUN_MESSAGES, seconds=EMBED_RUN_SECONDS)
 
 
 async def _deliver(env: JobEnv) -> int:
@@ -160,7 +165,7 @@ JOBS: tuple[JobSpec, ...] = (
     # mail_wait waits at most 60 s (spec section 7).
     JobSpec(name=JOB_MAIL_WAIT, queue="interactive", run=_wait, deadline_seconds=60.0,
             payload=WaitRequest),
-    # One run embeds EMBED_RUN_MESSAGES, about a minute on 2 cores; 30 minutes is a stuck run.
+    # One run embeds for EMBED_RUN_SECONDS (and one batch); 30 minutes is a stuck run.
     JobSpec(name=JOB_EMBED, queue="batch", run=_embed, deadline_seconds=1800.0),
     # One run tries DELIVER_RUN_MESSAGES, each bounded by three relay timeouts (1.5 min by
     # default); a run cut short leaves its message to the lease, and the next run goes on.

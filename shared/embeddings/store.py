@@ -113,8 +113,9 @@ def _embed_messages(embedder: Embedder, messages: list[tuple[str, str, str]]
 
 
 async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
-                        limit: int | None = None) -> int:
-    """Embed queued messages, ``batch`` at a time, until the queue is empty (or ``limit`` done).
+                        limit: int | None = None, seconds: float | None = None) -> int:
+    """Embed queued messages, ``batch`` at a time, until the queue is empty, or ``limit`` are
+    done, or a batch ends ``seconds`` after the start.
 
     Each batch is claimed with ``FOR UPDATE SKIP LOCKED`` inside one transaction, so several
     workers share the queue and a crash leaves the batch queued. A message gets up to
@@ -129,7 +130,8 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
     started = last_log = time.monotonic()
     async with pool.acquire() as conn:
         pgvector = await has_vector_column(conn)
-        while limit is None or done < limit:
+        while (limit is None or done < limit) and (
+                seconds is None or time.monotonic() - started < seconds or not done):
             async with conn.transaction():
                 rows = await conn.fetch(
                     """SELECT q.message_id, q.identity_id, m.subject, m.new_text, m.text
