@@ -82,7 +82,9 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
             click.echo(f"  failed: {failure.origin}: {failure.reason}")
         if embedding:
             click.echo(embedding)
-    if summary.failed and not summary.imported and not summary.duplicates:
+    if not summary.imported and not summary.duplicates:
+        if not summary.failed and not as_json:
+            click.echo("  no mail found: the paths hold no file (an empty folder or maildir)")
         sys.exit(1)  # nothing of it was mail: a script must see it
 
 

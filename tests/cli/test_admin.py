@@ -93,6 +93,14 @@ def test_an_import_of_which_nothing_is_mail_exits_1(db_url, tmp_path):
                      str(notes))
     assert partial.returncode == 0, partial.stderr
     assert "imported 1, duplicates 0, failed 1" in partial.stdout
+    # an empty folder or maildir holds no mail either (it exited 0: a new user's report)
+    empty = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (empty / sub).mkdir(parents=True)
+    nothing = pylota(db_url, "import", "--identity", "desk@acme.example", "--no-progress",
+                     str(empty))
+    assert nothing.returncode == 1, nothing.stderr
+    assert "imported 0, duplicates 0, failed 0" in nothing.stdout and "no mail found" in nothing.stdout
 
 
 def test_import_reports_an_unknown_identity(db_url, tmp_path):
