@@ -7,6 +7,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import asyncpg
 import click
 import msgspec
 
@@ -47,6 +48,11 @@ def run(work: Callable[[Settings], Awaitable[T]]) -> T:
         click.echo(f"error: {exc.message}\nfix: {_CLI_FIX.get(exc.code, exc.fix)}", err=True)
         if exc.code is ErrorCode.UNAVAILABLE and exc.retryable:
             sys.exit(EXIT_UNAVAILABLE)
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError) as exc:
+        # A database made by hand, or by an older Pylota (each printed a traceback: found by a
+        # new user).
+        click.echo(f"error: The database has no Pylota tables, or older ones ({exc}).\n"
+                   "fix: Run `pylota migrate` with the same DATABASE_URL.", err=True)
     except Exception as exc:
         if dependency_failure(exc) is None:
             raise

@@ -177,10 +177,19 @@ async def connect(dsn: str, *, command_timeout: float | None = None) -> asyncpg.
     no limit), which also ends the wait on a PostgreSQL that stopped answering.
 
     Raises:
-        PylotaError: ``unavailable`` when PostgreSQL cannot be reached.
+        PylotaError: ``unavailable`` when PostgreSQL cannot be reached; ``invalid_request`` when
+            ``dsn`` is no PostgreSQL URL or names a database that does not exist (each printed
+            a traceback: found by a new user).
     """
     try:
         conn = await asyncpg.connect(dsn, command_timeout=command_timeout)
+    except asyncpg.ClientConfigurationError as exc:
+        raise PylotaError(ErrorCode.INVALID_REQUEST, f"DATABASE_URL is not a PostgreSQL URL: {exc}",
+                          fix="Write it as postgresql://USER@HOST:5432/DATABASE.") from exc
+    except asyncpg.InvalidCatalogNameError as exc:
+        raise PylotaError(ErrorCode.INVALID_REQUEST, f"The database of DATABASE_URL does not "
+                          f"exist: {exc}", fix="Run `pylota migrate`, which creates it and its "
+                          "tables, or check the database name in DATABASE_URL.") from exc
     except (OSError, asyncpg.PostgresError) as exc:
         raise PylotaError(ErrorCode.UNAVAILABLE, f"PostgreSQL is not reachable: {exc}",
                           fix="Check DATABASE_URL and that PostgreSQL is running.") from exc

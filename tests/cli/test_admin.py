@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import asyncpg
 import msgspec
 import pytest
 
 from shared.auth.keys import authenticate
 from shared.auth.permissions import KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError
+from tests.conftest import _drop_db, _dsn, new_db_name
 from tests.e2e.harness import pylota
 
 
@@ -72,6 +74,14 @@ def test_errors_name_the_field_and_the_fix(db_url):
     # PostgreSQL out of reach is no fault of the input: exit 1, as when it goes away mid-way.
     down = pylota("postgresql://postgres@127.0.0.1:1/none", "tenants", "create", "Later")
     assert down.returncode == 1 and "PostgreSQL is not reachable" in down.stderr
+    # A wrong URL, a missing database and one never migrated are the input's fault: exit 2 with
+    # the fix, never a traceback (each printed one: a new user's report).
+    bad = pylota("postgresq://postgres@127.0.0.1:5432/none", "tenants", "list")
+    assert bad.returncode == 2 and "not a PostgreSQL URL" in bad.stderr, bad.stderr
+    missing = pylota(db_url.rsplit("/", 1)[0] + "/pylota_no_such_db", "tenants", "list")
+    assert missing.returncode == 2 and "pylota migrate" in missing.stderr, missing.stderr
+    for done in (bad, missing):
+        assert "Traceback" not in done.stderr
 
 
 def test_an_import_of_which_nothing_is_mail_exits_1(db_url, tmp_path):
@@ -317,3 +327,18 @@ def test_tenants_and_identities_are_listed(db_url):
     assert only.stdout.splitlines() == [f"{ops}  {beta}  active  ops@beta.example"]
     missing = pylota(db_url, "identities", "list", "--tenant", "Nope")
     assert missing.returncode == 2 and "Nope" in missing.stderr
+
+
+async def test_a_database_never_migrated_says_run_migrate():
+    """A database made by hand and never migrated printed UndefinedTableError's traceback for
+    every command (a new user's report)."""
+    name = new_db_name("bare")
+    admin = await asyncpg.connect(_dsn("postgres"))
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    try:
+        done = pylota(_dsn(name), "tenants", "create", "acme")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "no Pylota tables" in done.stderr and "pylota migrate" in done.stderr
+    finally:
+        await _drop_db(name)
