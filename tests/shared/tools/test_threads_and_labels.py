@@ -330,3 +330,16 @@ async def test_a_merged_threads_id_keeps_answering(box):
     with pytest.raises(PylotaError) as foreign:
         await threads.run(sales_ctx, threads.GetThreadArgs(thread_id=two))
     assert foreign.value.code is ErrorCode.THREAD_NOT_FOUND
+
+
+async def test_a_snippet_cut_inside_a_match_mark_closes_it(box):
+    """snippet_chars cut «fscache» to «fscach…, leaving a mark open (found by a new user)."""
+    await box["add"]("fs@x", sender="dev@kernel.example", subject="Patch",
+                     body="The cifs readpages path now reads from fscache first, and falls back "
+                          "to the server when fscache has nothing; tested on fscache volumes.")
+    for chars in range(40, 201, 3):
+        result = await search.run(box["ctx"], search.SearchArgs(
+            q="fscache", mode="keyword", snippet_chars=chars))
+        [hit] = result.hits
+        assert len(hit.snippet) <= chars, chars
+        assert hit.snippet.count("«") == hit.snippet.count("»"), (chars, hit.snippet)
