@@ -301,6 +301,13 @@ def _read_header(msg: Message, name: str, value: str, defects: _Defects) -> str:
     if _garbled(text):
         defects.add(f"{name}: undecodable text; read as compat32")
         return _compat_text(value)
+    if any(_ENCODED_WORD.fullmatch(token) for token in text.split() if "=?" in token):
+        # The default policy leaves a word whose bytes its codec refuses as written: an
+        # iso-2022-jp subject with a byte the codec does not know was shown as the encoded word
+        # (found by a new user); the compat32 reading decodes it with replacement characters.
+        defects.add(f"{name}: an encoded word the default policy left undecoded; read as "
+                    "compat32")
+        return _compat_text(value)
     return _without_nul(text)
 
 

@@ -150,6 +150,20 @@ def test_an_encoded_word_between_angle_brackets_is_no_address() -> None:
         assert msg.from_ is not None and msg.from_.address == written, written
 
 
+def test_an_encoded_word_the_default_policy_cannot_decode_is_read_as_compat32() -> None:
+    """An iso-2022-jp word with a byte pair its codec refuses was kept as the encoded word and
+    shown as the subject (found by a new user); it reads with a replacement character."""
+    word = base64.b64encode(b"\x1b$B'('%-b\x1b(B41 \x1b$B'`'d\x1b(B 28.09.2016").decode()
+    msg = parse_message(f"From: a@x.example\r\nSubject: =?iso-2022-jp?B?{word}?=\r\n\r\n"
+                        "hi\r\n".encode())
+    assert msg.subject == "\u0416\u0414\ufffd41 \u043e\u0442 28.09.2016"
+    assert "Subject: an encoded word the default policy left undecoded; read as compat32" \
+        in msg.defects
+    # a word the default policy decodes is its reading, without a defect
+    plain = parse_message(b"From: a@x.example\r\nSubject: =?utf-8?q?caf=C3=A9?=\r\n\r\nhi\r\n")
+    assert plain.subject == "caf\u00e9" and not plain.defects
+
+
 def test_raw_line_breaks_in_a_field_become_spaces() -> None:
     """Unfolding removes CR LF only; a VT, FF, FS or U+2028 written in the raw field (or a CR LF
     in an RFC 2231 filename) stayed in the stored value, where a reader that breaks lines there
