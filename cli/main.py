@@ -22,6 +22,7 @@ COMMANDS = {
     "keys": "cli.admin:keys",
     "signing-keys": "cli.admin:signing_keys",
     "reindex": "cli.admin:reindex",
+    "suppressions": "cli.suppressions:suppressions",
     "import": "cli.mail:import_cmd",
     "embeddings": "cli.mail:embeddings",
     "serve": "cli.processes:serve",
