@@ -49,6 +49,9 @@ def parse_permissions(text: str) -> list[Permission]:
         return list(Permission)
     out = []
     for name in names:
+        if name == "all":  # "all,identities:sign" read as an unknown permission 'all'
+            raise ValueError("'all' stands alone: it is every permission; or list the ones "
+                             "wanted, comma-separated")
         try:
             out.append(Permission(name))
         except ValueError:

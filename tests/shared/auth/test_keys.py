@@ -92,6 +92,9 @@ def test_permission_lists():
         parse_permissions("search:write")
     with pytest.raises(ValueError, match="no permissions"):
         parse_permissions(" , ")
+    # "all" beside others was "unknown permission 'all'; use 'all' or …" (a new user's report)
+    with pytest.raises(ValueError, match="'all' stands alone"):
+        parse_permissions("all,identities:sign")
 
 
 # --- Key levels (spec section 3), test mode (L4), last use ----------------------------------
