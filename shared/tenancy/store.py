@@ -324,6 +324,12 @@ async def resolve_identity(conn: asyncpg.Connection, ref: str, *,
             raise PylotaError(
                 ErrorCode.IDENTITY_NOT_FOUND, f"No identity {ref!r} that this key can use.",
                 fix="Call mail_list_identities and pass one of its ids or addresses as identity.")
+        if found is not None:  # the operator's command line: saying where it is leaks nothing
+            raise PylotaError(
+                ErrorCode.IDENTITY_NOT_FOUND, f"The identity {ref!r} belongs to another tenant "
+                f"({found.tenant_id}).",
+                fix="Name its own tenant, or another identity of this one "
+                    "(`pylota identities list --tenant TENANT`).")
         raise PylotaError(
             ErrorCode.IDENTITY_NOT_FOUND, f"No identity {ref!r}.",
             fix="Give an identity id (idn_…) or an address it owns; create one with "

@@ -342,3 +342,15 @@ async def test_a_database_never_migrated_says_run_migrate():
         assert "no Pylota tables" in done.stderr and "pylota migrate" in done.stderr
     finally:
         await _drop_db(name)
+
+
+def test_an_identity_of_another_tenant_is_named_as_such(db_url):
+    """keys create --tenant sandbox --identity desk@acme.example said "No identity" of an
+    identity that exists in another tenant (a new user's report)."""
+    for name in ("acme", "sandbox"):
+        assert pylota(db_url, "tenants", "create", name).returncode == 0
+    assert pylota(db_url, "identities", "create", "--tenant", "acme", "--address",
+                  "desk@acme.example").returncode == 0
+    done = pylota(db_url, "keys", "create", "--tenant", "sandbox", "--identity",
+                  "desk@acme.example", "--permissions", "messages:read")
+    assert done.returncode == 2 and "belongs to another tenant" in done.stderr, done.stderr
