@@ -269,7 +269,8 @@ async def charge_send(conn: asyncpg.Connection, sender: Sender, recipients: int,
     await conn.execute("SELECT 1 FROM tenant_plans WHERE tenant_id = $1 FOR UPDATE",
                        sender.tenant_id)
     later = "Nothing was stored or sent. Tell a person; after an upgrade or top-up, retry with " \
-            "the same idempotency_key. mail_get_usage shows what is left"
+            "the same idempotency_key (the Idempotency-Key header over REST). mail_get_usage " \
+            "shows what is left"
     if sends is not None:
         used = await recipients_since(conn, sender.tenant_id, periods.day_start)
         if used + recipients > sends:

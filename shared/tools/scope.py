@@ -86,7 +86,8 @@ async def identity_for(conn: asyncpg.Connection, principal: Principal,
                 and identity.strip().lower() not in own.addresses:
             raise PylotaError(ErrorCode.IDENTITY_NOT_FOUND,
                               f"No identity {identity!r} that this key can use.",
-                              fix="Omit identity: this key acts as its own identity.")
+                              fix="This key acts as its own identity only: omit identity (over "
+                                  "REST, put the key's own identity in the path).")
         found = own
     elif identity is None:
         raise invalid("identity", "This key serves several identities; identity is required.",

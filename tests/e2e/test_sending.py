@@ -432,6 +432,7 @@ async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
     assert conflict.status_code == 409
     assert conflict.json()["error"]["details"] == {"original_message_id": new.json()["id"]}
     assert spent.status_code == 402 and spent.json()["error"]["code"] == "billing_limit"
+    assert "Idempotency-Key header over REST" in spent.json()["error"]["fix"]  # a new user's report
     assert topped.status_code == 201 and topped.json()["deduplicated"] is False
     sends = usage.json()["allowances"]["sends"]
     assert (sends["granted"], sends["used"], sends["remaining"]) == (2, 2, 0)
