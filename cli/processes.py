@@ -26,9 +26,19 @@ __all__ = ["serve", "worker", "smtp"]
 def serve(host: str, port: int) -> None:
     """Serve POST /mcp and the REST API (/v1) on uvicorn (run several behind a load balancer to
     scale out)."""
-    app = create_app(Settings.from_env())
+    app = create_app(_settings())
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 http=BoundedHead)
+
+
+def _settings() -> Settings:
+    """The environment's settings, or the error and its fix and exit 2: a front started with a
+    DATABASE_URL of a wrong scheme answered every request 500 (found by a new user)."""
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 async def _run_worker(settings: Settings, batch: bool) -> None:
@@ -48,7 +58,7 @@ async def _run_worker(settings: Settings, batch: bool) -> None:
 def worker(check: bool, batch: bool) -> None:
     """Run a worker (scale with more processes: `docker compose up --scale worker=N`). It
     reconnects when Redis restarts, and stops cleanly on SIGTERM."""
-    settings = Settings.from_env()
+    settings = _settings()
     if check:
         sys.exit(0 if asyncio.run(is_alive(settings, "batch" if batch else "interactive"))
                  else 1)
@@ -79,7 +89,7 @@ def smtp(authserv_id: str | None) -> None:
     """Receive mail for the identities over SMTP on PM_SMTP_LISTEN_HOST:PM_SMTP_LISTEN_PORT
     (unknown recipients are refused with 550), check SPF, DKIM and DMARC, and store it as
     `pylota import` does. Stops cleanly on SIGTERM."""
-    settings = Settings.from_env()
+    settings = _settings()
     configure(settings.pm_log_level)  # JSON lines on stderr, as the front's and workers'
     try:
         asyncio.run(_run_smtp(settings, authserv_id or settings.pm_api_host))

@@ -19,6 +19,11 @@ __all__ = ["Settings", "SettingsError", "MIN_SIGNING_SECRET_LENGTH"]
 MIN_SIGNING_SECRET_LENGTH = 32
 
 
+#: URL schemes asyncpg and redis-py take.
+_DATABASE_SCHEMES = ("postgresql", "postgres")
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
 class SettingsError(Exception):
     """A variable is missing or malformed; the message names it and the fix."""
 
@@ -189,4 +194,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 raise SettingsError(
                     f"{name}={raw!r} is not a valid {field.type.__name__ if isinstance(field.type, type) else field.type}: set it to one, or unset it to use the default"
                 ) from exc
-        return cls(**values)
+        settings = cls(**values)
+        # A wrong scheme started a front that answered every request 500 (found by a new user).
+        # The URL itself is not shown: it may hold a password.
+        for name, url, schemes, example in (
+                ("DATABASE_URL", settings.database_url, _DATABASE_SCHEMES,
+                 "postgresql://USER@HOST:5432/DATABASE"),
+                ("REDIS_URL", settings.redis_url, _REDIS_SCHEMES, "redis://HOST:6379/0")):
+            scheme = url.partition("://")[0].lower() if "://" in url else ""
+            if scheme not in schemes:
+                raise SettingsError(f"{name} must start with {' or '.join(s + '://' for s in schemes)}"
+                                    f" (it starts {scheme + '://' if scheme else 'with no scheme'}):"
+                                    f" write it as {example}")
+        return settings

@@ -183,7 +183,7 @@ async def connect(dsn: str, *, command_timeout: float | None = None) -> asyncpg.
     """
     try:
         conn = await asyncpg.connect(dsn, command_timeout=command_timeout)
-    except asyncpg.ClientConfigurationError as exc:
+    except ValueError as exc:  # asyncpg's ClientConfigurationError, or int() of a bad port
         raise PylotaError(ErrorCode.INVALID_REQUEST, f"DATABASE_URL is not a PostgreSQL URL: {exc}",
                           fix="Write it as postgresql://USER@HOST:5432/DATABASE.") from exc
     except asyncpg.InvalidCatalogNameError as exc:

@@ -77,7 +77,10 @@ def test_errors_name_the_field_and_the_fix(db_url):
     # A wrong URL, a missing database and one never migrated are the input's fault: exit 2 with
     # the fix, never a traceback (each printed one: a new user's report).
     bad = pylota("postgresq://postgres@127.0.0.1:5432/none", "tenants", "list")
-    assert bad.returncode == 2 and "not a PostgreSQL URL" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "DATABASE_URL must start with postgresql://" in bad.stderr, bad.stderr
+    assert "postgres@" not in bad.stderr  # the URL may hold a password: never printed
+    port = pylota("postgresql://postgres@127.0.0.1:port/none", "tenants", "list")
+    assert port.returncode == 2 and "not a PostgreSQL URL" in port.stderr, port.stderr
     missing = pylota(db_url.rsplit("/", 1)[0] + "/pylota_no_such_db", "tenants", "list")
     assert missing.returncode == 2 and "pylota migrate" in missing.stderr, missing.stderr
     for done in (bad, missing):

@@ -11,7 +11,10 @@ import smtplib
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REDIS_URL, ROOT, free_port
+from tests.e2e.harness import pylota
 
 WAIT = 30
 
@@ -48,3 +51,14 @@ async def test_pylota_smtp_listens_greets_and_stops_on_sigterm(db_url):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "1"], ["worker"], ["worker", "--batch"],
+                                     ["smtp"]])
+def test_a_database_url_of_another_scheme_stops_every_process_at_start(command):
+    """pylota serve started with DATABASE_URL=postgresq://… and answered every request 500
+    (found by a new user): every process now refuses to start, naming the variable."""
+    done = pylota("postgresq://postgres:sekrit@127.0.0.1:5432/none", *command)
+    assert done.returncode == 2, done.stderr
+    assert "DATABASE_URL must start with postgresql://" in done.stderr
+    assert "sekrit" not in done.stderr and "Traceback" not in done.stderr
