@@ -229,7 +229,8 @@ def _parse(raw: bytes, found: list[str], received: datetime, *, headers_only: bo
         to=addresses["to"],
         cc=addresses["cc"],
         reply_to=addresses["reply-to"],
-        sent_at=_sent_at(first.get("date"), received, defects),
+        sent_at=_sent_at(first.get("date"), received, defects)
+        or _first_received(headers, received, defects),
         text=_body_text(leaves, defects),
         headers=headers,
         attachments=_attachments(leaves, defects),
@@ -524,6 +525,26 @@ def _sent_at(text: str | None, received: datetime, defects: _Defects) -> datetim
                     " after receipt); the received time stands for it")
         return None
     return sent_at
+
+
+def _first_received(headers: list[tuple[str, str]], received: datetime, defects: _Defects
+                    ) -> datetime | None:
+    """The date of the earliest Received field that has a sensible one (RFC 5321 section 4.4:
+    each hop adds one on top, its date after the ";"), for a message whose Date is missing or
+    unusable: an archive's messages without Date were all dated at their import and listed as
+    the newest mail (found by a new user). None when no field gives one."""
+    for name, value in reversed(headers):
+        if name.lower() != "received" or ";" not in value:
+            continue
+        try:
+            at = email.utils.parsedate_to_datetime(value.rpartition(";")[2].strip())
+            at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            continue
+        if EARLIEST_DATE <= at <= received + MAX_DATE_LEAD:
+            defects.add("Date: none usable; the earliest Received field's date stands for it")
+            return at
+    return None
 
 
 # Body and attachments ----------------------------------------------------------------------------

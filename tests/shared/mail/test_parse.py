@@ -164,6 +164,25 @@ def test_an_encoded_word_the_default_policy_cannot_decode_is_read_as_compat32() 
     assert plain.subject == "caf\u00e9" and not plain.defects
 
 
+def test_without_a_usable_date_the_earliest_received_field_dates_the_message() -> None:
+    """An archive's messages without Date were dated at their import and listed as the newest
+    mail (77 of the kit's messages; found by a new user)."""
+    received = datetime(2026, 12, 3, tzinfo=UTC)
+    hops = (b"Received: from b by c; Tue, 03 Nov 2009 10:00:05 +0000\r\n"
+            b"Received: from a by b; Tue, 03 Nov 2009 09:59:00 -0100\r\n"
+            b"Received: from nowhere; not a date\r\n")
+    for date in (b"", b"Date: yesterday-ish\r\n", b"Date: Mon, 02 Nov 2099 10:00:00 +0000\r\n"):
+        msg = parse_message(hops + date + b"From: a@x.example\r\n\r\nhi\r\n",
+                            received_at=received)
+        assert msg.sent_at == datetime(2009, 11, 3, 10, 59, tzinfo=UTC), date
+        assert "Date: none usable; the earliest Received field's date stands for it" \
+            in msg.defects
+    dated = parse_message(hops + b"Date: Tue, 03 Nov 2009 09:58:00 -0100\r\n\r\nhi\r\n",
+                          received_at=received)
+    assert dated.sent_at == datetime(2009, 11, 3, 10, 58, tzinfo=UTC) and not dated.defects
+    assert parse_message(b"From: a@x.example\r\n\r\nhi\r\n").sent_at is None
+
+
 def test_raw_line_breaks_in_a_field_become_spaces() -> None:
     """Unfolding removes CR LF only; a VT, FF, FS or U+2028 written in the raw field (or a CR LF
     in an RFC 2231 filename) stayed in the stored value, where a reader that breaks lines there
