@@ -5,8 +5,10 @@
 - ``semantic``: the query's words are embedded and compared with message vectors; operators and
   exclusions (``-booking``) still filter (a word OR-ed with an operator is left to meaning). At most
   :data:`SEMANTIC_LIMIT` hits.
-- ``hybrid``: reciprocal-rank fusion of the keyword and semantic top :data:`HYBRID_DEPTH` lists,
-  so a message found by both ranks first; at most 2 x :data:`HYBRID_DEPTH` hits.
+- ``hybrid``: reciprocal-rank fusion of the keyword ranking (all of it: up to
+  ``keyword.RANK_CANDIDATES``) and the semantic top :data:`HYBRID_DEPTH`, so a message found by
+  both ranks first and paging reaches every keyword match (it stopped at the keyword top 50,
+  with no cursor: found by a new user).
 
 A query without words (only operators, or empty) has nothing to embed: every mode then runs
 keyword search, which orders by date. When the model or the vector index is unavailable, or no
@@ -29,8 +31,8 @@ from shared.db import Database
 from shared.embeddings.store import coverage, similarities
 from shared.mail.store import thread_ids
 from shared.search.compile import without_words, words_of
-from shared.search.keyword import (Facets, Filters, Ranked, RawHit, Scope, facets, hit_details,
-                                   keyword_ranked, loose_where_sql, matched_attachments,
+from shared.search.keyword import (RANK_CANDIDATES, Facets, Filters, Ranked, RawHit, Scope, facets,
+                                   hit_details, keyword_ranked, loose_where_sql, matched_attachments,
                                    matched_clauses, where_sql)
 from shared.search.query import Node
 from shared.search.semantic import SemanticEngine
@@ -39,7 +41,7 @@ __all__ = ["Outcome", "run_search", "SEMANTIC_LIMIT", "HYBRID_DEPTH", "RRF_K"]
 
 #: Most hits semantic mode ranks (later pages are empty).
 SEMANTIC_LIMIT = 1_000
-#: Length of each list hybrid mode fuses (STACK.md section 1.4: top 50 of each).
+#: Length of the semantic list hybrid mode fuses (STACK.md section 1.4: top 50).
 HYBRID_DEPTH = 50
 #: The k of reciprocal-rank fusion, score = sum of 1 / (k + rank) (Cormack et al., SIGIR 2009).
 RRF_K = 60
@@ -139,7 +141,8 @@ async def run_search(db: Database, engine: SemanticEngine, scope: Scope,
                 else:
                     count(kw_where, kw_params, scope.time_zone, also=near_ids, loose=kw_loose)
                     keyword, _ = await keyword_ranked(conn, scope, root, filters, offset=0,
-                                                      limit=HYBRID_DEPTH, group_by_thread=False)
+                                                      limit=RANK_CANDIDATES,
+                                                      group_by_thread=False)
                     order = _fuse([r.message_id for r in keyword], near_ids)
                 threads = await thread_ids(conn, [i for i, _ in order])
                 ranked = [Ranked(message_id=i, thread_id=threads[i], score=round(s, 6),

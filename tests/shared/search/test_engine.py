@@ -127,6 +127,28 @@ async def test_keyword_mode_needs_every_word(box: Mailbox, db_url: str) -> None:
     assert {f.value for f in outcome.facets.sender_domain} == {"council.example", "acme.example"}
 
 
+async def test_hybrid_pages_reach_every_keyword_match(box: Mailbox, db_url: str,
+                                                      monkeypatch) -> None:
+    """Hybrid fused the keyword top 50 only, so paging stopped there with no cursor while
+    keyword mode listed them all (found by a new user: 77 of 173 "patch" matches)."""
+    from shared.search import engine
+    monkeypatch.setattr(engine, "HYBRID_DEPTH", 3)
+    for n in range(9):
+        await box.add(f"patch-{n}", sender="dev@kernel.example", subject=f"[PATCH {n}/9] fix",
+                      body=f"Patch number {n} of the series.",
+                      date=f"Mon, 02 Nov 2026 {n + 1:02d}:00:00 +0000")
+    await embed_all(db_url)
+    seen: list[str] = []
+    for page in range(10):
+        outcome = await search(box, "patch", offset=4 * page, limit=4)
+        seen += mids(box, outcome)
+        if not outcome.more:
+            break
+    assert {f"patch-{n}" for n in range(9)} <= set(seen) and len(seen) == len(set(seen))
+    scores = [h.score for h in (await search(box, "patch", limit=25)).hits]
+    assert scores == sorted(scores, reverse=True)
+
+
 async def test_without_vectors_hybrid_is_degraded_keyword(box: Mailbox) -> None:
     outcome = await search(box, "parking van")
     assert outcome.degraded and outcome.semantic_coverage == 0.0
