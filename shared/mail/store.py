@@ -10,8 +10,9 @@ oldest, which makes the result independent of arrival order (a reply imported be
 or two replies to a missing parent). A merged thread's id becomes an alias of the thread it
 joined (``thread_aliases``), and every lookup by thread id here resolves it, so an id once
 returned keeps answering. Only a ``Re:``/``Fwd:`` message that carries neither
-In-Reply-To nor References falls back to the newest thread with the same subject; a message with
-headers never joins by subject, so two unrelated threads that share a subject stay apart.
+In-Reply-To nor References falls back to the newest thread with the same subject that its sender
+takes part in (or any, for the identity's own mail); a message with headers never joins by
+subject, so two unrelated threads that share a subject stay apart.
 
 Every write for one message happens under a per-identity transaction lock, so concurrent ingests
 of the same mailbox cannot race on thread_refs.
@@ -118,9 +119,19 @@ async def _thread_union(conn: asyncpg.Connection, identity_id: str,
         "SELECT message_id, thread_id FROM thread_refs"
         " WHERE identity_id = $1 AND message_id = any($2::text[])", identity_id, keys)}
     # Each thread with the message that gives it its subject (the order _REFRESH aggregates by).
+    # A thread a fallback subject matches also comes with its participants, whom the rules
+    # require of a message joining it by subject (shared.mail.threading).
     rows = await conn.fetch(
         """SELECT t.id, t.created_at, t.last_at, t.subject_key, r.answers, r.date, r.id AS root,
-                  r.subject
+                  r.subject,
+                  CASE WHEN t.subject_key = any($3::text[]) THEN
+                    (SELECT coalesce(array_agg(DISTINCT p.address), '{}')
+                     FROM messages m, LATERAL (
+                       SELECT m.from_address UNION ALL
+                       SELECT e->>'address' FROM jsonb_array_elements(m.to_addresses
+                                                                      || m.cc_addresses) e
+                     ) p(address)
+                     WHERE m.thread_id = t.id AND p.address IS NOT NULL) END AS participants
            FROM threads t LEFT JOIN LATERAL (
              SELECT cardinality(m.in_reply_to) + cardinality(m."references") <> 0 AS answers,
                     coalesce(m.sent_at, m.received_at) AS date, m.id, m.subject
@@ -130,7 +141,8 @@ async def _thread_union(conn: asyncpg.Connection, identity_id: str,
         identity_id, sorted(set(refs.values())), subjects)
     return ThreadUnion(refs, [ThreadState(
         id=r["id"], created_at=r["created_at"], last_at=r["last_at"], subject_key=r["subject_key"],
-        root=None if r["root"] is None else ((r["answers"], r["date"], r["root"]), r["subject"]))
+        root=None if r["root"] is None else ((r["answers"], r["date"], r["root"]), r["subject"]),
+        participants=None if r["participants"] is None else set(r["participants"]))
         for r in rows])
 
 
@@ -234,12 +246,12 @@ async def insert_messages(conn: asyncpg.Connection, identity_id: str,
             received = datetime.now(timezone.utc)
             when = parsed.sent_at or received
             message_id = new_id(Prefix.MESSAGE)
-            placed = union.place(message_id, parsed, when)
+            outbound, people = correspondents(parsed, own, arrived=item.arrived)
+            placed = union.place(message_id, parsed, when, ours=outbound)
             keys.update(dict.fromkeys(thread_keys(parsed)))
             if placed.created:
                 created[placed.thread_id] = (parsed.subject, when)
             seen[dedupe_key] = (message_id, placed.thread_id, content_hash, when)
-            outbound, people = correspondents(parsed, own, arrived=item.arrived)
             book.count(people, outbound=outbound, when=when)
             rows.append([
                 message_id, identity_id, placed.thread_id, parsed.message_id, parsed.in_reply_to,

@@ -3,7 +3,9 @@
 A message joins the thread of any message it names, and the ids it names are its own Message-ID,
 its References and its In-Reply-To (RFC 5322 section 3.6.4): ``thread_keys`` lists them. Only a
 message that names no parent at all, and whose subject says it is a reply or forward
-(``is_reply_or_forward``), may join by subject, compared as ``subject_key``. This is the
+(``is_reply_or_forward``), may join by subject, compared as ``subject_key``, and only a thread
+its sender already takes part in (From, To or Cc of one of its messages), unless the identity
+wrote it: a stranger's "Re: <subject>" starts a thread of its own. This is the
 simplified JWZ algorithm (https://www.jwz.org/doc/threading.html) without its container tree:
 we keep the thread, not the reply tree.
 
@@ -22,8 +24,8 @@ from datetime import UTC, datetime, timedelta
 from shared.ids import Prefix, new_id
 from shared.mail.model import ParsedMessage
 
-__all__ = ["KEY_CHARS", "is_reply_or_forward", "subject_key", "thread_keys", "RootRank",
-           "ThreadState", "Placement", "ThreadUnion"]
+__all__ = ["KEY_CHARS", "is_reply_or_forward", "subject_key", "thread_keys", "participants_of",
+           "RootRank", "ThreadState", "Placement", "ThreadUnion"]
 
 # Reply and forward prefixes in the languages our users' mail uses most: English Re/Fw/Fwd,
 # German AW/WG, Scandinavian SV/VS, plus a counter ("Re[2]:", "Re^2:") that some clients add.
@@ -83,6 +85,9 @@ class ThreadState:
     last_at: datetime | None
     subject_key: str
     root: tuple[RootRank, str] | None
+    #: The addresses in From, To and Cc of its messages, for a thread a Re:/Fwd: without parent
+    #: may join by subject (None: not read, and so not joined by subject).
+    participants: set[str] | None = None
 
 
 @dataclass
@@ -129,22 +134,29 @@ class ThreadUnion:
         self._last_created = now
         return now
 
-    def _by_subject(self, key: str) -> str | None:
+    def _by_subject(self, key: str, sender: str | None, ours: bool) -> str | None:
+        # Only a thread the sender already takes part in (or any, for our own mail): a stranger
+        # writing "Re: <subject>" joined the conversation, and deep search answered from it
+        # (found by an attack).
         found = [t for t in self.threads.values()
-                 if t.subject_key == key and t.id not in self.merged_into]
+                 if t.subject_key == key and t.id not in self.merged_into
+                 and t.participants is not None and (ours or sender in t.participants)]
         if not found:
             return None
         return max(found, key=lambda t: (t.last_at is not None, t.last_at or _NEVER, t.id)).id
 
-    def place(self, message_id: str, msg: ParsedMessage, when: datetime) -> Placement:
-        """Place the message ``message_id`` (``msg``, dated ``when``) and update the threads."""
+    def place(self, message_id: str, msg: ParsedMessage, when: datetime, *,
+              ours: bool = False) -> Placement:
+        """Place the message ``message_id`` (``msg``, dated ``when``; ``ours`` when the identity
+        wrote it) and update the threads."""
         keys = thread_keys(msg)
         found = sorted({self.live(self.refs[k]) for k in keys if k in self.refs},
                        key=lambda t: (self.threads[t].created_at, t))
         if not found and not msg.in_reply_to and not msg.references \
                 and is_reply_or_forward(msg.subject):
             key = subject_key(msg.subject)
-            by_subject = self._by_subject(key) if key else None
+            sender = msg.from_.address if msg.from_ else None
+            by_subject = self._by_subject(key, sender, ours) if key else None
             found = [by_subject] if by_subject else []
         if found:
             placement = Placement(thread_id=found[0], created=False, merged=found[1:])
@@ -152,16 +164,20 @@ class ThreadUnion:
             placement = Placement(thread_id=new_id(Prefix.THREAD), created=True)
             self.threads[placement.thread_id] = ThreadState(
                 id=placement.thread_id, created_at=self._created_now(), last_at=when,
-                subject_key=subject_key(msg.subject), root=None)
+                subject_key=subject_key(msg.subject), root=None, participants=set())
         target = self.threads[placement.thread_id]
         for other in placement.merged:
             self.merged_into[other] = target.id
             merged = self.threads[other]
             target.last_at = _latest(target.last_at, merged.last_at)
+            if target.participants is not None and merged.participants is not None:
+                target.participants |= merged.participants
             if merged.root is not None and (target.root is None or merged.root < target.root):
                 target.root = merged.root
         for key in keys:
             self.refs[key] = target.id
+        if target.participants is not None:
+            target.participants |= participants_of(msg)
         target.last_at = _latest(target.last_at, when)
         rank = ((bool(msg.in_reply_to or msg.references), when, message_id), msg.subject)
         if target.root is None or rank < target.root:
@@ -171,6 +187,11 @@ class ThreadUnion:
 
 
 _NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def participants_of(msg: ParsedMessage) -> set[str]:
+    """The addr-specs in the From, To and Cc of ``msg``."""
+    return {a.address for a in (*([msg.from_] if msg.from_ else []), *msg.to, *msg.cc)}
 
 
 def _latest(a: datetime | None, b: datetime | None) -> datetime | None:

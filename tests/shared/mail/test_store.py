@@ -80,6 +80,29 @@ async def test_re_without_headers_falls_back_to_the_subject(conn, identity_id):
     assert await threads_of(conn, identity_id) == [{"o1@x", "o2@x"}]
 
 
+async def test_a_stranger_never_joins_a_conversation_by_its_subject(conn, identity_id):
+    """"Re: <subject>" with no In-Reply-To from someone outside the conversation joined it, and
+    deep search then quoted the stranger's payment details as the thread's (found by an attack).
+    Someone in it (From, To or Cc), or the identity itself, still joins by subject."""
+    def on(day: str) -> str:
+        return f"{day}, 0{3 if day == 'Tue' else 2} Nov 2026 10:00:00 +0000"
+
+    await ingest_raw(conn, None, identity_id, eml("pcn@x", "Penalty charge notice",
+                                                  sender="parking@council.example", date=on("Mon")))
+    await ingest_raw(conn, None, identity_id, eml("fraud@x", "Re: Penalty charge notice",
+                                                  sender="pay@evil.example", date=on("Mon")))
+    await ingest_raw(conn, None, identity_id, eml("council@x", "RE: penalty charge notice",
+                                                  sender="parking@council.example", date=on("Tue")))
+    await ingest_raw(conn, None, identity_id, eml("ours@x", "Re: Penalty charge notice",
+                                                  sender="desk@acme.example", date=on("Tue")))
+    assert await threads_of(conn, identity_id) == [
+        {"pcn@x", "council@x", "ours@x"}, {"fraud@x"}]
+    # the stranger's own thread is joined by the stranger's next message without headers
+    await ingest_raw(conn, None, identity_id, eml("fraud2@x", "Re: Penalty charge notice",
+                                                  sender="pay@evil.example"))
+    assert {"fraud@x", "fraud2@x"} in await threads_of(conn, identity_id)
+
+
 async def test_not_a_msg_id_in_in_reply_to_joins_nothing(conn, identity_id):
     await ingest_raw(conn, None, identity_id, eml("y1@x", "[PATCH 1/2] one", irt="<yes>"))
     await ingest_raw(conn, None, identity_id, eml("y2@x", "[PATCH 2/2] two", irt="<yes>"))
