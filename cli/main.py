@@ -46,5 +46,6 @@ class _LazyGroup(click.Group):
 
 
 @click.group(cls=_LazyGroup)
+@click.version_option(package_name="pylota-mail", prog_name="pylota")
 def main() -> None:
     """Pylota Mail: business email for AI agents over MCP and REST."""

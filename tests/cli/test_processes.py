@@ -62,3 +62,10 @@ def test_a_database_url_of_another_scheme_stops_every_process_at_start(command):
     assert done.returncode == 2, done.stderr
     assert "DATABASE_URL must start with postgresql://" in done.stderr
     assert "sekrit" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_pylota_says_its_version():
+    """There was no `pylota --version` (a new user's report)."""
+    from importlib.metadata import version
+    done = pylota("postgresql://postgres@127.0.0.1:1/none", "--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"pylota, version {version('pylota-mail')}"
