@@ -1,5 +1,6 @@
 """Which identities and tenants a key reaches (spec section 3, "Identity argument", and L4), and
-the search scope that ``mail_search`` and ``mail_deep_search`` share (:func:`search_scope`).
+the search scope that ``mail_search`` and ``mail_deep_search`` share (:func:`search_scope`), and
+a thread of the identity the tools read or wait on (:func:`thread_of`).
 
 A platform key reaches every tenant of its mode, a partner key the tenants of its mode whose
 partner is its partner, a tenant or identity key its own tenant (whose mode authentication has
@@ -19,11 +20,12 @@ import msgspec
 from shared.auth.keys import Principal
 from shared.auth.permissions import KeyLevel
 from shared.errors import ErrorCode, PylotaError, invalid
+from shared.mail.store import ThreadHeader, get_thread
 from shared.tenancy.store import (Identity, Tenant, get_tenant, identity_statuses,
                                   partner_tenant_ids, platform_tenant_ids, resolve_identity)
 
 __all__ = ["tenant_scope", "reachable_tenant", "identity_for", "acting_identity",
-           "lookup_identity", "search_scope", "SearchScope", "MAX_SCOPE_IDENTITIES"]
+           "lookup_identity", "search_scope", "SearchScope", "MAX_SCOPE_IDENTITIES", "thread_of"]
 
 #: Most identities one tenant-scope search covers (spec section 3).
 MAX_SCOPE_IDENTITIES = 100
@@ -190,3 +192,17 @@ async def search_scope(conn: asyncpg.Connection, principal: Principal, *,
                           f"{MAX_SCOPE_IDENTITIES}.",
                           fix="Pass identity_ids with up to 100 ids from mail_list_identities.")
     return SearchScope(identity_ids=searchable, failed=[], tenant=tenant)
+
+
+async def thread_of(conn: asyncpg.Connection, identity_id: str, thread_id: str) -> ThreadHeader:
+    """The thread ``thread_id`` of the identity (an id merged into another thread gives that
+    thread, ``shared.mail.store.get_thread``).
+
+    Raises:
+        PylotaError: ``thread_not_found`` when the identity has no such thread.
+    """
+    thread = await get_thread(conn, identity_id, thread_id)
+    if thread is None:
+        raise PylotaError(ErrorCode.THREAD_NOT_FOUND, f"No thread {thread_id} in this identity.",
+                          fix="Use a thread_id returned by mail_search or mail_get_message.")
+    return thread

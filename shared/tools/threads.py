@@ -9,16 +9,16 @@ from typing import Annotated, Literal
 import msgspec
 
 from shared.budget import cut, drop_to_fit
-from shared.errors import ErrorCode, PylotaError, invalid
+from shared.errors import invalid
 from shared.extract.store import with_text_status
 from shared.mail.reading import SUBJECT_CHARS, annotate, budget_message
 from shared.mail.records import ThreadRecord, ThreadSummary
-from shared.mail.store import THREAD_LABELS_SHOWN, get_thread, thread_page
+from shared.mail.store import THREAD_LABELS_SHOWN, thread_page
 from shared.search.listing import PARTICIPANTS_SHOWN, ThreadFilter, list_threads
 from shared.tools.arguments import DescribedIdentityRef, IdentityRef, Instant, Label, ThreadId
 from shared.tools.context import ToolContext
 from shared.tools.cursor import decode_cursor, encode_cursor
-from shared.tools.scope import identity_for
+from shared.tools.scope import identity_for, thread_of
 
 DESCRIPTION = (
     "Read one conversation, oldest message first, with quoted history removed. Open only the "
@@ -54,10 +54,7 @@ async def run(ctx: ToolContext, args: GetThreadArgs) -> ThreadResult:
     offset = decode_cursor(args.cursor, "thr")["o"] if args.cursor else 0
     async with ctx.db.acquire() as conn:
         identity = await identity_for(conn, ctx.principal, args.identity)
-        thread = await get_thread(conn, identity.id, args.thread_id)
-        if thread is None:
-            raise PylotaError(ErrorCode.THREAD_NOT_FOUND, f"No thread {args.thread_id} in this identity.",
-                              fix="Use a thread_id returned by mail_search or mail_get_message.")
+        thread = await thread_of(conn, identity.id, args.thread_id)
         page, more = await thread_page(conn, thread, offset=offset, limit=args.messages_limit,
                                        include_text=args.include_quoted)
         await annotate(conn, page.messages)

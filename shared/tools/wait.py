@@ -12,14 +12,13 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shared.errors import ErrorCode, PylotaError, invalid
+from shared.errors import invalid
 from shared.events import JOB_MAIL_WAIT
 from shared.jobs import JOBS_BY_NAME, JobRequest
-from shared.mail.store import get_thread
 from shared.mail.waiting import WaitRequest, WaitResult, filter_for
 from shared.tools.arguments import IdentityRef, Instant, ThreadId
 from shared.tools.context import ToolContext
-from shared.tools.scope import identity_for
+from shared.tools.scope import identity_for, thread_of
 
 __all__ = ["DESCRIPTION", "WaitArgs", "WaitResult", "run"]
 
@@ -68,13 +67,7 @@ async def run(ctx: ToolContext, args: WaitArgs) -> JobRequest:
             # A thread of another identity (or none) can never receive this identity's mail:
             # the wait sat out its timeout where every other tool says thread_not_found (found
             # by an attack). A merged thread's old id waits on the thread it was merged into.
-            thread = await get_thread(conn, identity.id, thread_id)
-            if thread is None:
-                raise PylotaError(ErrorCode.THREAD_NOT_FOUND,
-                                  f"No thread {thread_id} in this identity.",
-                                  fix="Use a thread_id returned by mail_search, mail_send or "
-                                      "mail_get_message for this identity.")
-            thread_id = thread.id
+            thread_id = (await thread_of(conn, identity.id, thread_id)).id
     request = WaitRequest(
         identity_id=identity.id, since=args.since, timeout_seconds=float(args.timeout_seconds),
         wanted=filter_for(args.kind, from_=args.from_, subject_contains=args.subject_contains,
