@@ -32,8 +32,7 @@ from shared.embeddings.store import coverage, similarities
 from shared.mail.store import thread_ids
 from shared.search.compile import without_words, words_of
 from shared.search.keyword import (RANK_CANDIDATES, Facets, Filters, Ranked, RawHit, Scope, facets,
-                                   hit_details, keyword_ranked, loose_where_sql, matched_attachments,
-                                   matched_clauses, where_sql)
+                                   hit_details, keyword_ranked, loose_where_sql, where_sql)
 from shared.search.query import Node
 from shared.search.semantic import SemanticEngine
 
@@ -50,12 +49,10 @@ Mode = Literal["keyword", "semantic", "hybrid"]
 
 
 class Outcome(msgspec.Struct, kw_only=True):
-    """One page of a search, with what the response reports besides hits."""
+    """One page of a search, with what the response reports besides hits (each hit says which
+    clauses and attachments matched: ``RawHit.matched``, ``RawHit.in_attachments``)."""
 
     hits: list[RawHit]
-    matched: dict[str, list[str]]
-    #: Per hit, its attachments whose text holds the query's words (absent: none).
-    in_attachments: dict[str, list[str]] = {}
     more: bool
     facets: Facets
     semantic_coverage: float
@@ -158,9 +155,6 @@ async def run_search(db: Database, engine: SemanticEngine, scope: Scope,
                     next(r for r in page if r.message_id == message_id).semantic_score = round(
                         sim, 4)
             hits = await hit_details(conn, page, root, scope.time_zone)
-            matched = await matched_clauses(conn, [h.message_id for h in hits], root,
-                                            scope.time_zone)
-            in_attachments = await matched_attachments(conn, [h.message_id for h in hits], root)
         except BaseException:
             if counting is not None:  # never release ``free`` with its query still running
                 counting.cancel()
@@ -172,6 +166,5 @@ async def run_search(db: Database, engine: SemanticEngine, scope: Scope,
         else:
             assert deferred is not None
             counted = await facets(conn, *deferred[0], **deferred[1])
-    return Outcome(hits=hits, matched=matched, in_attachments=in_attachments, more=more,
-                   facets=counted,
-                   semantic_coverage=share, degraded=degraded)
+    return Outcome(hits=hits, more=more, facets=counted, semantic_coverage=share,
+                   degraded=degraded)

@@ -18,7 +18,8 @@ all of its words, in any order: answered by the GIN index alone; :func:`narrowed
 counts those of them that match exactly: a phrase whose words are common together does not reach
 mail older than those candidates unless operators (``before:``, ``from:``) narrow the search.
 Headlines are computed only for the rows returned (:func:`hit_details`, also used by the
-semantic and hybrid modes), and ``why`` is checked clause by clause on those rows only.
+semantic and hybrid modes), and ``why`` is checked clause by clause on those rows only, in the
+same statement.
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ from shared.search.compile import compile_query
 from shared.search.query import And, Node, Or, Phrase, Term, render
 
 __all__ = ["Filters", "Ranked", "RawHit", "FacetCount", "Facets", "Scope", "where_sql",
-           "loose_where_sql", "keyword_ranked", "hit_details", "facets", "matched_clauses",
-           "matched_attachments"]
+           "loose_where_sql", "keyword_ranked", "hit_details", "facets"]
 
 #: Newest matching messages a query with words ranks; later pages end there.
 RANK_CANDIDATES = 500
@@ -98,6 +98,10 @@ class RawHit(msgspec.Struct, kw_only=True):
     snippet: str
     thread_hits: int = 1
     semantic_score: float | None = None
+    #: The clauses of the query the message satisfies (:func:`hit_details`).
+    matched: list[str] = []
+    #: Its attachments whose text holds the query's words (:func:`hit_details`).
+    in_attachments: list[str] = []
 
 
 class FacetCount(msgspec.Struct, frozen=True):
@@ -253,8 +257,14 @@ async def keyword_ranked(conn: asyncpg.Connection, scope: Scope, root: Node | No
 
 async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node | None,
                       time_zone: str) -> list[RawHit]:
-    """The hits for ``ranked``, in its order, with snippets marking the words of ``root`` with
-    « and » (the stored snippet when no word matches the message)."""
+    """The hits for ``ranked``, in its order, in one statement: snippets marking the words of
+    ``root`` with « and » (the stored snippet when no word matches the message), the clauses
+    of ``root`` each satisfies (``RawHit.matched``: the top-level terms and the alternatives of
+    a top-level OR, rendered in the query language; words that are only stop words are never
+    listed) and its attachments, in part order, whose ready text holds a word or phrase of
+    ``root`` outside any exclusion (``RawHit.in_attachments``: what ``why`` points the caller
+    to, mail_get_attachment_text). One statement because round trips are a search's cost
+    (issue 14)."""
     if not ranked:
         return []
     texts = [t for text in _positive_texts(root)
@@ -266,17 +276,33 @@ async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node
         headline = (f"ts_headline('en_unaccent', left(m.text, {_HEADLINE_CHARS}), {tsq},"
                     " 'StartSel=«, StopSel=», MaxWords=30, MinWords=10, MaxFragments=2,"
                     " FragmentDelimiter=\" … \"')")
+        in_attachments = f"""ARRAY(SELECT a.id FROM attachments a
+            JOIN attachment_texts x ON x.attachment_id = a.id
+            WHERE a.message_id = m.id AND numnode({tsq}) > 0 AND x.tsv @@ ({tsq})
+            ORDER BY a.part_index)"""
     else:
-        matched, headline = "false", "NULL"
+        matched, headline, in_attachments = "false", "NULL", "'{}'::text[]"
+    clauses = _clauses(root)
+    columns = []
+    for n, clause in enumerate(clauses):
+        cond, compiled = compile_query(clause, first=len(params) + 1, time_zone=time_zone)
+        params.extend(compiled.params)
+        if isinstance(clause, (Term, Phrase)):
+            # A stop word ("for") matches every message, so it explains none.
+            params.append(clause.text)
+            cond = f"({cond}) AND numnode(plainto_tsquery('en_unaccent', ${len(params)})) > 0"
+        columns.append(f", ({cond}) AS c{n}")
     rows = await conn.fetch(
         f"""SELECT m.id, m.identity_id, m.subject, m.from_address, m.from_name,
-                   {_DATE_SQL} AS date, m.snippet, h.headline, h.head, h.tail
+                   {_DATE_SQL} AS date, m.snippet, h.headline, h.head, h.tail,
+                   {in_attachments} AS in_attachments{''.join(columns)}
             FROM messages m
             LEFT JOIN LATERAL (SELECT {headline} AS headline, left(m.text, 200) AS head,
                                       right(left(m.text, {_HEADLINE_CHARS}), 200) AS tail
                                WHERE {matched}) h ON true
             WHERE m.id = any($1::text[])""", *params)
     by_id = {r["id"]: r for r in rows}
+    rendered = [render(c) for c in clauses]
     hits = []
     for item in ranked:
         r = by_id.get(item.message_id)
@@ -287,7 +313,9 @@ async def hit_details(conn: asyncpg.Connection, ranked: list[Ranked], root: Node
             subject=r["subject"], date=r["date"], score=item.score,
             from_=Address(address=r["from_address"], name=r["from_name"]) if r["from_address"] else None,
             snippet=_snippet(r), thread_hits=item.thread_hits,
-            semantic_score=item.semantic_score))
+            semantic_score=item.semantic_score,
+            matched=[rendered[n] for n in range(len(clauses)) if r[f"c{n}"]],
+            in_attachments=list(r["in_attachments"])))
     return hits
 
 
@@ -323,52 +351,6 @@ def _clauses(root: Node | None) -> list[Node]:
     for node in tops:
         out.extend(node.nodes if isinstance(node, Or) else [node])
     return out
-
-
-async def matched_clauses(conn: asyncpg.Connection, message_ids: list[str], root: Node | None,
-                          time_zone: str) -> dict[str, list[str]]:
-    """For each message, the clauses of ``root`` it satisfies, rendered in the query language
-    (the top-level terms, and the alternatives of a top-level OR); words that are only stop words
-    are never listed."""
-    clauses = _clauses(root)
-    if not message_ids or not clauses:
-        return {i: [] for i in message_ids}
-    params: list[Any] = [message_ids]
-    columns = []
-    for n, clause in enumerate(clauses):
-        cond, compiled = compile_query(clause, first=len(params) + 1, time_zone=time_zone)
-        params.extend(compiled.params)
-        if isinstance(clause, (Term, Phrase)):
-            # A stop word ("for") matches every message, so it explains none.
-            params.append(clause.text)
-            cond = f"({cond}) AND numnode(plainto_tsquery('en_unaccent', ${len(params)})) > 0"
-        columns.append(f"({cond}) AS c{n}")
-    rows = await conn.fetch(
-        f"SELECT m.id, {', '.join(columns)} FROM messages m WHERE m.id = any($1::text[])", *params)
-    rendered = [render(c) for c in clauses]
-    found = {r["id"]: [rendered[n] for n in range(len(clauses)) if r[f"c{n}"]] for r in rows}
-    return {i: found.get(i, []) for i in message_ids}
-
-
-async def matched_attachments(conn: asyncpg.Connection, message_ids: list[str], root: Node | None
-                              ) -> dict[str, list[str]]:
-    """For each message that has some, the ids of its attachments (in part order) whose ready
-    text holds a word or phrase of ``root`` outside any exclusion: what ``why`` points the
-    caller to (mail_get_attachment_text). Messages without such attachments are absent."""
-    texts = [t for text in _positive_texts(root)
-             for t in ([text, text.replace("-", " ")] if "-" in text else [text])]
-    if not message_ids or not texts:
-        return {}
-    tsq = " || ".join(f"phraseto_tsquery('en_unaccent', ${n})" for n in range(2, len(texts) + 2))
-    rows = await conn.fetch(
-        f"""SELECT a.message_id, a.id FROM attachments a
-            JOIN attachment_texts x ON x.attachment_id = a.id
-            WHERE a.message_id = any($1::text[]) AND numnode({tsq}) > 0 AND x.tsv @@ ({tsq})
-            ORDER BY a.message_id, a.part_index""", message_ids, *texts)
-    found: dict[str, list[str]] = {}
-    for r in rows:
-        found.setdefault(r["message_id"], []).append(r["id"])
-    return found
 
 
 async def facets(conn: asyncpg.Connection, where: str, params: list[Any], time_zone: str, *,

@@ -182,9 +182,9 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
             message_id=h.message_id, thread_id=h.thread_id, identity_id=h.identity_id,
             subject=h.subject, from_=h.from_, date=h.date, snippet=snippet,
             snippet_truncated=snippet_cut, score=h.score,
-            why=Why(matched=outcome.matched.get(h.message_id, []),
+            why=Why(matched=h.matched,
                     semantic_score=h.semantic_score,
-                    attachments=outcome.in_attachments.get(h.message_id, [])),
+                    attachments=h.in_attachments),
             thread_hits=h.thread_hits if args.group_by == "thread" else None))
     result = SearchResult(
         query=rendered, hits=hits, facets=outcome.facets, next_cursor=None, truncated=False,

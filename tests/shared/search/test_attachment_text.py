@@ -13,7 +13,7 @@ from shared.ingest.pipeline import ingest_raw
 from shared.tenancy.store import create_identity
 from tests.shared.extract import documents
 from tests.shared.search.conftest import Mailbox, mail
-from tests.shared.search.test_engine import embed_all, mids, search
+from tests.shared.search.test_engine import embed_all, hit, in_attachments, mids, search
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
@@ -57,11 +57,11 @@ async def test_words_in_ready_attachment_text_find_the_message_and_why_says_so(m
         assert mids(box, found)[:2] == ["talk", "letter"], mode  # its own text ranks first
         if mode == "keyword":  # hybrid adds semantic neighbours of every message
             assert mids(box, found) == ["talk", "letter"]
-        assert found.in_attachments == {box.ids["letter"]: [attachment_id]}
-        assert found.matched[box.ids["letter"]] == ["indemnity"]
+        assert in_attachments(found) == {box.ids["letter"]: [attachment_id]}
+        assert hit(found, box.ids["letter"]).matched == ["indemnity"]
     phrase = await search(box, '"flood damage"', "keyword")
     assert mids(box, phrase) == ["letter"]
-    assert phrase.in_attachments == {box.ids["letter"]: [attachment_id]}
+    assert in_attachments(phrase) == {box.ids["letter"]: [attachment_id]}
     assert mids(box, await search(box, "indemnity -flood", "keyword")) == ["talk"]
     assert mids(box, await search(box, "indemnity has:attachment", "keyword")) == ["letter"]
-    assert (await search(box, "policy", "keyword")).in_attachments == {}
+    assert in_attachments(await search(box, "policy", "keyword")) == {}

@@ -11,7 +11,7 @@ from shared.embeddings.embedder import HashEmbedder
 from shared.embeddings.store import embed_pending
 from shared.errors import dependency_failure
 from shared.search.engine import Outcome, run_search
-from shared.search.keyword import Filters, Scope, _planned
+from shared.search.keyword import Filters, RawHit, Scope, _planned
 from shared.search.query import parse
 from shared.search.semantic import SemanticEngine
 from tests.shared.search.conftest import OWN, Mailbox
@@ -60,6 +60,15 @@ def mids(box: Mailbox, outcome: Outcome) -> list[str]:
     return [back[h.message_id] for h in outcome.hits]
 
 
+def hit(outcome: Outcome, message_id: str) -> RawHit:
+    return next(h for h in outcome.hits if h.message_id == message_id)
+
+
+def in_attachments(outcome: Outcome) -> dict[str, list[str]]:
+    """Each hit's attachments whose text matched, for the hits that have some."""
+    return {h.message_id: h.in_attachments for h in outcome.hits if h.in_attachments}
+
+
 async def test_semantic_ranks_by_similarity_and_reports_it(box: Mailbox, db_url: str) -> None:
     await embed_all(db_url)
     outcome = await search(box, "parking fine van", "semantic")
@@ -74,7 +83,7 @@ async def test_operators_still_filter_in_semantic_mode(box: Mailbox, db_url: str
     await embed_all(db_url)
     outcome = await search(box, "parking fine from:@brightwell.example", "semantic")
     assert mids(box, outcome) == ["invoice"]
-    assert outcome.matched[box.ids["invoice"]] == ["parking", "from:@brightwell.example"]
+    assert hit(outcome, box.ids["invoice"]).matched == ["parking", "from:@brightwell.example"]
 
 
 @pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
@@ -116,7 +125,7 @@ async def test_hybrid_puts_messages_found_both_ways_first(box: Mailbox, db_url: 
     assert set(mids(box, outcome)) >= {"fine-1", "fine-2", "invoice"}
     first = outcome.hits[0]
     assert first.semantic_score is not None and "«" in first.snippet
-    assert outcome.matched[first.message_id] == ["parking", "van"]
+    assert first.matched == ["parking", "van"]
 
 
 async def test_keyword_mode_needs_every_word(box: Mailbox, db_url: str) -> None:
@@ -238,7 +247,7 @@ async def test_without_words_newest_first_page_by_page(box: Mailbox) -> None:
 async def test_stop_words_never_explain_a_hit(box: Mailbox, db_url: str) -> None:
     await embed_all(db_url)
     outcome = await search(box, "money for the van", "semantic")
-    matched = [outcome.matched[h.message_id] for h in outcome.hits]
+    matched = [h.matched for h in outcome.hits]
     assert matched and all("for" not in m and "the" not in m for m in matched)
     assert ["van"] in matched
 
