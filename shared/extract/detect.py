@@ -34,6 +34,7 @@ class AttachmentType(StrEnum):
     TXT = "txt"
     CSV = "csv"
     HTML = "html"
+    EML = "eml"
 
 
 _T = AttachmentType
@@ -42,7 +43,7 @@ _BY_EXTENSION: dict[str, AttachmentType] = {
     ".pdf": _T.PDF, ".docx": _T.DOCX, ".doc": _T.DOC, ".xlsx": _T.XLSX, ".xlsm": _T.XLSX,
     ".xls": _T.XLS, ".pptx": _T.PPTX, ".odt": _T.ODT, ".rtf": _T.RTF, ".txt": _T.TXT,
     ".text": _T.TXT, ".md": _T.TXT, ".log": _T.TXT, ".csv": _T.CSV, ".tsv": _T.CSV,
-    ".htm": _T.HTML, ".html": _T.HTML, ".xhtml": _T.HTML,
+    ".htm": _T.HTML, ".html": _T.HTML, ".xhtml": _T.HTML, ".eml": _T.EML,
 }
 
 _BY_CONTENT_TYPE: dict[str, AttachmentType] = {
@@ -65,6 +66,7 @@ _BY_CONTENT_TYPE: dict[str, AttachmentType] = {
     "text/tab-separated-values": _T.CSV,
     "text/html": _T.HTML,
     "application/xhtml+xml": _T.HTML,
+    "message/rfc822": _T.EML,
 }
 
 #: The zip member that makes an Office Open XML package a document, workbook or presentation
@@ -77,7 +79,7 @@ _ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
-_TEXT_TYPES = frozenset({_T.TXT, _T.CSV, _T.HTML})
+_TEXT_TYPES = frozenset({_T.TXT, _T.CSV, _T.HTML, _T.EML})
 
 
 def detect_type(content_type: str | None, filename: str | None, content: bytes

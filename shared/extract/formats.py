@@ -4,7 +4,8 @@ Paged formats give their own pages: PDF (pypdf), XLSX and XLS (a sheet a page,
 ``shared.extract.sheets``) and PPTX (a slide a page, ``shared.extract.slides``). Flowing formats
 give text with page breaks, which ``shared.extract.pages.paginate`` cuts into pages: DOCX
 (``wordml``), DOC (``msdoc``), ODT (``opendoc``), RTF (striprtf; ``\\page`` breaks), plain text and
-CSV (form feeds break pages), HTML (inscriptis). Zip-based files pass the zip directory check
+CSV (form feeds break pages), HTML (inscriptis), an attached email (``message/rfc822``,
+``shared.extract.forwarded``). Zip-based files pass the zip directory check
 first. A reader is imported only when a file of its format comes, because the sandbox starts a
 new interpreter per file and importing them all would double its start-up.
 
@@ -174,4 +175,5 @@ _READERS: dict[AttachmentType, tuple[str, str, bool]] = {
     _T.TXT: (__name__, "_plain_text", False),
     _T.CSV: (__name__, "_plain_text", False),
     _T.HTML: (__name__, "_html_text", False),
+    _T.EML: ("shared.extract.forwarded", "eml_text", False),
 }

@@ -103,6 +103,39 @@ async def test_html_text_drops_scripts_and_styles():
     assert "secret" not in page and "color" not in page
 
 
+_FORWARDED = (
+    b"From: =?utf-8?q?J=C3=B6rg_Pe?= <jorg@supplier.example>\r\n"
+    b"To: Accounts <accounts@example.com>\r\n"
+    b"Date: Tue, 06 Oct 2026 09:15:00 +0200\r\n"
+    b"Subject: Revised quote Q-4471\r\n"
+    b"MIME-Version: 1.0\r\n"
+    b"Content-Type: multipart/mixed; boundary=b1\r\n\r\n"
+    b"--b1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+    b"The revised total is 4,120.00 EUR, valid until 30 October.\r\n"
+    b"--b1\r\nContent-Type: application/pdf; name=quote.pdf\r\n"
+    b"Content-Disposition: attachment; filename=quote.pdf\r\n"
+    b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b1--\r\n")
+
+
+@pytest.mark.parametrize(("filename", "content_type"), [
+    (None, "message/rfc822"), ("fwd.EML", OCTET)])
+async def test_an_attached_email_reads_as_a_mail_client_shows_it(filename, content_type):
+    outcome = await read(_FORWARDED, filename, content_type)
+    assert outcome.kind == "eml"
+    [page] = pages_of(outcome)
+    assert page.splitlines()[:5] == [
+        "From: Jörg Pe <jorg@supplier.example>", "To: Accounts <accounts@example.com>",
+        "Date: 2026-10-06 07:15 UTC", "Subject: Revised quote Q-4471", ""]
+    assert "The revised total is 4,120.00 EUR, valid until 30 October." in page
+    assert page.rstrip().endswith("Attachments: quote.pdf")
+
+
+async def test_a_broken_attached_email_gives_what_parsed():
+    [page] = pages_of(await read(b"Subject: half a message\r\nFrom: <<<\r\n\r\nbody text",
+                                 None, "message/rfc822"))
+    assert "Subject: half a message" in page and "body text" in page
+
+
 def test_text_is_decoded_by_bom_then_utf8_then_windows_1252():
     assert decode_text("\ufeffcafé".encode("utf-8")) == "café"
     assert decode_text("café".encode("utf-16")) == "café"

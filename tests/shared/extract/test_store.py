@@ -241,7 +241,8 @@ async def test_deleting_the_message_deletes_its_attachment_text(conn, identity_i
 
 
 async def test_attachments_of_real_mail_reach_their_text(conn, pool, identity_id, kit):
-    # Real DOCX, PDF, ODT and DOC inside e-mail (corpus/attachments/tika/SOURCES.md); the
+    # Real DOCX, PDF, ODT, DOC and an attached message inside e-mail
+    # (corpus/attachments/tika/SOURCES.md, corpus/singles/SOURCES.md); the
     # bulletin PDF is sent as application/octet-stream.
     singles = kit / "corpus" / "singles"
     ids: list[str] = []
@@ -261,12 +262,15 @@ async def test_attachments_of_real_mail_reach_their_text(conn, pool, identity_id
               "Hello from SwiftMailer.pdf": "Hello from SwiftMailer\u00a0!",
               "Hello from SwiftMailer.odt": "Hello from SwiftMailer\u00a0!",
               "Biodiversité de semaine en semaine.doc": "Biodiversité de semaine en semaine\n",
-              "Bollettino.pdf": "BOLLETTINO METEOROLOGICO\nREGIONE AUTONOMA VALLE D'AOSTA"}
+              "Bollettino.pdf": "BOLLETTINO METEOROLOGICO\nREGIONE AUTONOMA VALLE D'AOSTA",
+              # a message attached as message/rfc822, base64-encoded
+              "test-localhost.eml": "From: guest@localhost\nTo: guest@localhost\n"
+                                    "Date: 2019-05-25 07:48 UTC\nSubject: test-localhost\n\n"}
     for name, start in starts.items():
         status, first = got[name]
         assert status == "ready" and first.startswith(start), (name, status)
     assert {name: status for name, (status, _) in got.items() if status != "ready"} == {
-        "Cours-Tutoriels-Serge-Tahé-1568x268.png": "skipped", "test-localhost.eml": "skipped",
+        "Cours-Tutoriels-Serge-Tahé-1568x268.png": "skipped",
         "intestazione.jpg": "skipped", "logometeo.jpg": "skipped"}
 
 
