@@ -284,3 +284,23 @@ async def test_a_run_claims_no_file_after_its_seconds(conn, pool, identity_id):
     assert await conn.fetchval(
         "SELECT count(*) FROM attachment_texts WHERE status = 'pending'") == 2
     assert await drained(pool, seconds=60.0) == 2
+
+
+async def test_attached_email_skipped_before_its_reader_is_read_after_migration_0019(
+        conn, pool, identity_id):
+    forwarded = (b"From: Supplier <sales@supplier.example>\r\nSubject: Revised quote Q-4471\r\n"
+                 b"\r\nThe revised total is 4,120.00 EUR.\r\n")
+    _, [attachment_id] = await mail_with(conn, identity_id, [
+        ("fwd.eml", "application/octet-stream", forwarded)])
+    # as a store migrated before 0019 left it
+    await conn.execute("UPDATE attachment_texts SET status = 'skipped', reason = 'unsupported_type',"
+                       " attempts = 1 WHERE attachment_id = $1", attachment_id)
+    migration = Path(__file__).parents[3] / "shared/db/migrations/0019_attached_mail_text.sql"
+    await conn.execute(migration.read_text())
+    assert await conn.fetchval("SELECT status FROM attachment_texts WHERE attachment_id = $1",
+                               attachment_id) == "pending"
+    assert await drained(pool) == 1
+    row = await conn.fetchrow("SELECT status, kind, pages[1] AS first FROM attachment_texts"
+                              " WHERE attachment_id = $1", attachment_id)
+    assert (row["status"], row["kind"]) == ("ready", "eml")
+    assert "Subject: Revised quote Q-4471" in row["first"] and "4,120.00 EUR" in row["first"]
