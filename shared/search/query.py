@@ -90,6 +90,7 @@ __all__ = [
     "Phrase",
     "Query",
     "Term",
+    "may_use_custom",
     "parse",
     "render",
 ]
@@ -576,6 +577,14 @@ class _Parser:
                 exc.fix or rule.fix.format(op=name),
             ) from exc
         return Operator(name, value, normalized)
+
+
+def may_use_custom(q: str) -> bool:
+    """Whether ``q`` may hold a ``custom:`` operator, so that :func:`parse` needs the tenant's
+    patterns: a caller reads them only then (one round trip fewer for every other search, issue
+    14). Conservative: an operator name is matched case-insensitively, and no character but
+    ASCII ones lower-cases to the letters of ``custom``."""
+    return "custom:" in q.lower()
 
 
 def parse(q: str, *, custom_patterns: Mapping[str, str] | None = None) -> Query:

@@ -22,7 +22,7 @@ from shared.mail.model import Address
 from shared.search.engine import run_search
 from shared.search.keyword import Facets, Filters, Scope
 from shared.mail.patterns import tenant_patterns
-from shared.search.query import parse
+from shared.search.query import may_use_custom, parse
 from shared.search.semantic import engine_for
 from shared.budget import cut, drop_to_fit
 from shared.tools.arguments import IdentityId, IdentityRef, Instant, TenantId
@@ -157,7 +157,9 @@ async def run(ctx: ToolContext, args: SearchArgs) -> SearchResult:
         resolved = await search_scope(conn, ctx.principal, scope=args.scope,
                                       identity=args.identity, tenant_id=args.tenant_id,
                                       identity_ids=args.identity_ids)
-        query = parse(args.q, custom_patterns=await tenant_patterns(conn, resolved.tenant.id))
+        patterns = (await tenant_patterns(conn, resolved.tenant.id) if may_use_custom(args.q)
+                    else None)
+        query = parse(args.q, custom_patterns=patterns)
         rendered = query.render()
         fingerprint = _fingerprint(args, rendered, resolved.identity_ids)
         if args.cursor:

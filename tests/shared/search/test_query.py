@@ -25,6 +25,7 @@ from shared.search.query import (
     Phrase,
     Query,
     Term,
+    may_use_custom,
     parse,
     render,
 )
@@ -497,6 +498,31 @@ def test_generated_valid_queries_round_trip(q: str) -> None:
     parsed = parse(q, custom_patterns=PATTERNS)
     assert parsed.root is not None
     assert parse(parsed.render(), custom_patterns=PATTERNS) == parsed
+
+
+def _outcome(q: str, patterns: dict[str, str]) -> object:
+    try:
+        return parse(q, custom_patterns=patterns)
+    except PylotaError as exc:
+        return exc.message
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(OPERATORISH, st.sampled_from(["", " ", "booking:ABC123 ", "x"])),
+                max_size=12))
+def test_a_query_that_may_not_use_custom_parses_alike_whatever_the_patterns(
+        parts: list[tuple[str, str]]) -> None:
+    """mail_search reads the tenant's patterns only when ``may_use_custom`` says so."""
+    q = "".join(token + gap for token, gap in parts)
+    if not may_use_custom(q):
+        assert _outcome(q, {}) == _outcome(q, PATTERNS)
+
+
+@pytest.mark.parametrize("q", ["custom:booking:ABC123", "CUSTOM:booking:ABC123",
+                               'a (Custom:booking:"ABC 123")', "-cUsToM:booking:abc123"])
+def test_custom_in_any_case_needs_the_patterns(q: str) -> None:
+    assert may_use_custom(q)
+    assert _outcome(q, {}) != _outcome(q, PATTERNS)
 
 
 # --- public surface -----------------------------------------------------------------------------------
