@@ -420,6 +420,13 @@ class _Handler:
         except (asyncpg.PostgresError, OSError, RedisError, PylotaError) as exc:
             log.warning("smtp_not_stored", error=type(exc).__name__)
             return "451 4.3.0 Temporary failure, try again later"
+        except Exception as exc:
+            # A bug of ours on this message: a temporary failure, so the sender tries again and
+            # no recipient's copy is lost (those stored already come back as duplicates).
+            # aiosmtpd's own answer was a permanent 500 naming the exception (found by an
+            # attack); only the type is logged, never the mail.
+            log.error("smtp_store_failed", error=type(exc).__name__)
+            return "451 4.3.0 Temporary failure, try again later"
         return "250 2.0.0 OK: stored"
 
 

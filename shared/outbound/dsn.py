@@ -53,6 +53,14 @@ class DeliveryReport(msgspec.Struct, frozen=True, kw_only=True):
     recipients: list[RecipientReport]
 
 
+def _field(block: Message, name: str) -> str | None:
+    """A field of a status block as text. compat32 gives a field holding 8-bit bytes as an
+    ``email.header.Header``, not a str: ``";" in`` it raised TypeError and the SMTP listener
+    answered 500 for the whole message (found by an attack)."""
+    value = block.get(name)
+    return None if value is None else str(value)
+
+
 def _typed_value(value: str | None) -> str | None:
     # "rfc822; jo@example.com" and "dns; mx.example.com": RFC 3464 section 2.1.2 address-type.
     if value is None:
@@ -73,11 +81,15 @@ def _original_id(part: Message) -> str | None:
 
 
 def parse_dsn(raw: bytes) -> DeliveryReport | None:
-    """The report in ``raw``, or None when ``raw`` is not a delivery status notification."""
+    """The report in ``raw``, or None when ``raw`` is not a delivery status notification, or
+    is one that cannot be read (it is then ordinary mail: nothing is suppressed for it)."""
     try:
-        msg = email.message_from_bytes(raw, policy=policy.compat32)
+        return _parse(email.message_from_bytes(raw, policy=policy.compat32))
     except Exception:  # the parser's own failure on hostile bytes: then it is no DSN of ours
         return None
+
+
+def _parse(msg: Message) -> DeliveryReport | None:
     if msg.get_content_type() != "multipart/report" \
             or str(msg.get_param("report-type", "")).lower() != "delivery-status" \
             or not msg.is_multipart():
@@ -92,18 +104,18 @@ def parse_dsn(raw: bytes) -> DeliveryReport | None:
         if kind == "message/delivery-status" and isinstance(part.get_payload(), list):
             blocks = [b for b in part.get_payload() if isinstance(b, Message)]
             if blocks:
-                mta = _typed_value(blocks[0].get("Reporting-MTA"))
+                mta = _typed_value(_field(blocks[0], "Reporting-MTA"))
             for block in blocks[1:]:
-                address = _typed_value(block.get("Final-Recipient")
-                                       or block.get("Original-Recipient"))
+                address = _typed_value(_field(block, "Final-Recipient")
+                                       or _field(block, "Original-Recipient"))
                 if not address or "@" not in address:
                     continue
-                diagnostic = _typed_value(block.get("Diagnostic-Code"))
+                diagnostic = _typed_value(_field(block, "Diagnostic-Code"))
+                status = (_field(block, "Status") or "").strip()
                 recipients.append(RecipientReport(
                     address=address.strip("<>").lower(),
-                    action=str(block.get("Action", "")).strip().lower(),
-                    status=str(block.get("Status", "")).strip().split()[0]
-                    if str(block.get("Status", "")).strip() else "",
+                    action=(_field(block, "Action") or "").strip().lower(),
+                    status=status.split()[0] if status else "",
                     diagnostic=" ".join(diagnostic.split())[:DIAGNOSTIC_CHARS]
                     if diagnostic else None))
         elif kind in ("message/rfc822", "text/rfc822-headers"):

@@ -278,6 +278,33 @@ async def test_a_bounce_received_marks_the_recipient_and_suppresses_it(listener:
         assert "smtp.helo=mta.sender.example" in results_of(raw)[0]
 
 
+async def test_a_report_with_8bit_fields_is_stored_for_every_recipient(listener: Listener,
+                                                                        conn: asyncpg.Connection):
+    """compat32 reads a status field holding 8-bit bytes as a Header object: the report raised
+    TypeError after the first recipient's copy, aiosmtpd answered a permanent 500 naming it, and
+    the second recipient's copy was lost (found by an attack)."""
+    await create_identity(conn, listener.desk.tenant_id, "sales@acme.example")
+    report = (dsn().replace(b"Reporting-MTA: dns; relay.example", b"Reporting-MTA: dns; r\xe9lay")
+              .replace(b"Final-Recipient: rfc822; Gone@", b"Final-Recipient: rfc822; G\xf6ne@")
+              .replace(b"Status: 5.1.1", b"Status: 5.1.1 \xff"))
+    async with asyncio.timeout(WAIT):
+        assert await asyncio.to_thread(listener.send, report, [DESK, "sales@acme.example"],
+                                       mail_from="") == {}
+    assert await conn.fetchval("SELECT count(DISTINCT identity_id) FROM messages") == 2
+
+
+async def test_a_failure_of_ours_is_temporary_and_names_nothing(listener: Listener, monkeypatch):
+    async def broken(*args: object, **kwargs: object) -> int:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(front.smtp, "absorb_report", broken)
+    async with asyncio.timeout(WAIT):
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            await asyncio.to_thread(listener.send, dsn(), [DESK], mail_from="")
+    assert refused.value.smtp_code == 451
+    assert b"secret" not in refused.value.smtp_error and b"RuntimeError" not in refused.value.smtp_error
+
+
 async def test_a_reply_threads_by_references_in_both_mailboxes(
         listener: Listener, dns: DnsTable, acme_keys: DkimKeys):
     async with listener.pool.acquire() as conn:

@@ -44,6 +44,19 @@ def test_a_report_with_the_returned_message():
     assert report is not None and report.original_message_id == "abc@acme.example"
 
 
+def test_fields_with_8bit_bytes_are_read_with_replacement_characters():
+    raw = (dsn().replace(b"dns; relay.example", b"dns; r\xe9lay.example")
+           .replace(b"rfc822; Gone@", b"rfc822; G\xf6ne@")
+           .replace(b"Action: failed\r\nStatus: 5.1.1", b"Action: f\xe4iled\r\nStatus: 5.1.1 \xff")
+           .replace(b"Recipient address rejected", b"Empf\xe4nger unbekannt"))
+    report = parse_dsn(raw)
+    assert report is not None and report.reporting_mta == "r\ufffdlay.example"
+    first = report.recipients[0]
+    assert (first.address, first.action, first.status) == (
+        "g\ufffdne@client.example", "f\ufffdiled", "5.1.1")
+    assert first.diagnostic is not None and first.diagnostic.endswith("Empf\ufffdnger unbekannt")
+
+
 def test_other_mail_is_no_report():
     assert parse_dsn(dsn(report_type="disposition-notification")) is None
     assert parse_dsn(b"From: jo@example.com\r\nSubject: hi\r\n\r\nbody\r\n") is None
