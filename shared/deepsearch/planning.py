@@ -5,7 +5,8 @@ Each planned search is a ``q`` in the query language of ``mail_search`` (``share
 and a mode, run by the same search service ``mail_search`` uses:
 
 1. the topic in ``hybrid`` mode: identifiers and quoted phrases as phrases, plus the question's
-   other content words (keyword matching finds exact terms, meaning covers the rest);
+   other content words, capitalised ones that are no person of the mailbox included (keyword
+   matching finds exact terms, meaning covers the rest);
 2. per person a part is about (its actor, when the mailbox knows them), ``from:"Name"`` with the
    part's words: what that person wrote about it; per address the question holds, ``from:``
    it with the topic; per ISO date, ``after:``/``before:`` that day with the topic;
@@ -72,7 +73,10 @@ def plan_searches(question: Question, people: dict[str, str]) -> list[PlannedSea
         people: names of the question that are people of the mailbox, as written in the
             question, mapped to the display name found (``"Howells"`` to ``"David Howells"``).
     """
-    name_words = {fold(w) for n in question.names for w in n.text.split()}
+    # Only the mailbox's people leave the words for from: searches. A capitalised word that is
+    # no one here is usually the topic ("What did the Razor users complain about?" searched
+    # "users complain" alone: found by a new user).
+    name_words = {fold(w) for n in question.names if n.text in people for w in n.text.split()}
     exact = [*question.identifiers, *question.phrases]
     exact_words = {fold(w) for e in exact for w in re.findall(r"\w+", e)}
     prose = question.text
