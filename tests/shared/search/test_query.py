@@ -17,6 +17,7 @@ from shared.mail.triage import CATEGORIES
 from shared.search import query as query_module
 from shared.search.query import (
     ATTACHMENT_TYPES,
+    MAX_OPERATORS,
     And,
     Not,
     Operator,
@@ -498,6 +499,18 @@ def test_generated_valid_queries_round_trip(q: str) -> None:
     parsed = parse(q, custom_patterns=PATTERNS)
     assert parsed.root is not None
     assert parse(parsed.render(), custom_patterns=PATTERNS) == parsed
+
+
+def test_a_query_holds_at_most_max_operators() -> None:
+    refs = [f"ref:AB{n:03d}" for n in range(MAX_OPERATORS + 1)]
+    assert len(parse(" ".join(refs[:MAX_OPERATORS])).root.nodes) == MAX_OPERATORS
+    assert parse(" ".join(["ref:AB001"] * 40)).root is not None  # a repeat is one operator
+    for q in (" ".join(refs), " OR ".join(refs), "invoice -(" + " ".join(refs) + ")"):
+        with pytest.raises(PylotaError) as caught:
+            parse(q)
+        assert caught.value.code is ErrorCode.INVALID_REQUEST
+        assert caught.value.details["path"] == "q"
+        assert f"holds {MAX_OPERATORS + 1} operators" in caught.value.message
 
 
 def _outcome(q: str, patterns: dict[str, str]) -> object:
