@@ -125,12 +125,33 @@ async def import_paths(conn: asyncpg.Connection, redis: Redis | None, identity_i
         importer = _Importer(conn, redis, identity_id, pool, on_message=on_message,
                              trust_policy=trust_policy, namespace=namespace,
                              batch=max(1, batch), workers=workers or 1)
-        return await importer.run(iter_sources(list(paths), mboxrd=mboxrd))
+        summary = await importer.run(iter_sources(list(paths), mboxrd=mboxrd))
+        await _refresh_statistics(conn, summary.imported)
+        return summary
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if not conn.is_closed():
             await conn.execute("RESET synchronous_commit")
+
+
+#: The tables an import fills that searches and listings read.
+_LOADED_TABLES = ("messages", "message_triage", "message_refs", "attachments", "threads",
+                  "thread_refs", "message_trust", "contacts")
+
+
+async def _refresh_statistics(conn: asyncpg.Connection, imported: int) -> None:
+    """ANALYZE what a bulk load filled (PostgreSQL's "Populating a Database", 14.4.8), when it
+    changed as much as autovacuum's own analyze threshold asks for (50 rows and 10 %): with the
+    statistics of an empty table the planner read 6,046 new messages in a nested loop, and
+    ``-category:spam`` took 0.7-0.9 s instead of 0.02 s until autovacuum came round (minutes
+    later, or never where it is off). About 0.5 s for 7,000 messages."""
+    if imported < 50:
+        return
+    reltuples = await conn.fetchval("SELECT reltuples FROM pg_class"
+                                    " WHERE oid = 'messages'::regclass")
+    if reltuples < 0 or imported >= 0.1 * reltuples:
+        await conn.execute(f"ANALYZE {', '.join(_LOADED_TABLES)}")
 
 
 class _Importer:

@@ -262,3 +262,24 @@ async def test_a_message_that_trips_the_dkim_library_costs_nothing(conn, tmp_pat
     summary = await import_paths(conn, None, identity_id, [folder], workers=2,
                                  trust_policy=TrustPolicy(resolver=_NoKeys()))
     assert summary.imported == 2 and not summary.failed
+
+
+async def test_a_bulk_import_leaves_the_planner_statistics_of_what_it_stored(conn, tmp_path):
+    """The planner kept an empty table's statistics after 6,046 messages came in, and
+    ``-category:spam`` read them in a nested loop (0.7-0.9 s instead of 0.02 s)."""
+    identity_id = await _identity(conn, "desk@acme.example")
+
+    async def analysed() -> tuple[float, object]:
+        return tuple(await conn.fetchrow(
+            "SELECT c.reltuples, s.last_analyze FROM pg_class c JOIN pg_stat_user_tables s"
+            " ON s.relid = c.oid WHERE c.relname = 'messages'"))
+
+    assert (await analysed())[0] < 0  # never analysed
+    await import_paths(conn, None, identity_id, [_write(tmp_path / "a", {
+        f"{n}.eml": _mail(f"bulk{n}", f"Order {n}") for n in range(60)})])
+    rows, first = await analysed()
+    assert rows == 60 and first is not None
+    # a small import into a table that has statistics leaves them (as autovacuum would)
+    await import_paths(conn, None, identity_id, [_write(tmp_path / "b", {
+        f"{n}.eml": _mail(f"more{n}", f"Order {n}") for n in range(5)})])
+    assert await analysed() == (60, first)
