@@ -188,6 +188,10 @@ _DANGEROUS_TYPES = ("application/x-msdownload", "application/x-dosexec", "applic
 #: Fields only discussion lists add: RFC 2369's List-Post, vger's X-Mailing-List, ezmlm's
 #: Mailing-List.
 _DISCUSSION_HEADERS = ("list-post", "x-mailing-list", "mailing-list")
+# Majordomo and its kin send list mail with the list's owner as Sender ("owner-linux-mm@"),
+# often with Precedence: bulk and no List-Id: such a patch and its replies were "newsletter"
+# (found by a new user).
+_LIST_OWNER = re.compile(r"(^|[<\s])owner-[^@\s<>]+@")
 _ADDR_SPEC = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 
 
@@ -311,7 +315,8 @@ def draft_of(msg: TriageInput) -> TriageDraft:
     msg = dataclasses.replace(msg, subject=_plain(msg.subject[:FIELD_CHARS]),
                               from_name=_plain((msg.from_name or "")[:FIELD_CHARS]) or None)
     listed = any(_header(fields, name) for name in _DISCUSSION_HEADERS) or (
-        "list" in _header(fields, "precedence"))
+        "list" in _header(fields, "precedence")) or any(
+        _LIST_OWNER.search(v) for v in _header(fields, "sender"))
     # A List-Id without List-Post is an announcement list: one sender, many readers.
     bulk = bool(_header(fields, "list-unsubscribe")) or any(
         v in ("bulk", "junk") for v in _header(fields, "precedence")) or (

@@ -76,6 +76,14 @@ def test_list_discussion_is_list_unless_the_topic_is_unmistakable() -> None:
     assert invoice.category == "billing" and invoice.automated
 
 
+def test_mail_sent_by_a_lists_owner_is_list_mail() -> None:
+    headers = [("Sender", "owner-linux-mm@kvack.org"), ("Precedence", "bulk")]
+    for subject in ("[PATCH 40/44] mm/hugetlb.c: fix a leak", "Re: [PATCH 40/44] mm/hugetlb.c"):
+        assert triage(mail(subject, "Acked-by: Mel", headers=headers)).category == "list"
+    assert triage(mail("Big sale", "", headers=[("Sender", "Shop <owner@shop.example>"),
+                                               ("Precedence", "bulk")])).category == "newsletter"
+
+
 @pytest.mark.parametrize("headers", [
     [("List-Unsubscribe", "<mailto:unsub@shop.example>")],
     [("Precedence", "bulk")],
