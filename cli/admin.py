@@ -356,7 +356,8 @@ _IDENTITY_PAGE = 500
 @click.option("--tenant", help="Only this tenant's (id ten_… or name).")
 @click.option("--json", "as_json", is_flag=True, help="Print the identities as JSON.")
 def identities_list(tenant: str | None, as_json: bool) -> None:
-    """List the identities that can act (active or paused): id, tenant, status, addresses."""
+    """List the identities that can act (active or paused): id, tenant, status, addresses and
+    display name."""
 
     async def work(settings: Settings) -> list[tenancy.Identity]:
         conn = await connect(settings.database_url)
@@ -375,8 +376,9 @@ def identities_list(tenant: str | None, as_json: bool) -> None:
             await conn.close()
 
     found = run(work)
-    emit(found, as_json, "\n".join(f"{i.id}  {i.tenant_id}  {i.status}  {', '.join(i.addresses)}"
-                                    for i in found))
+    emit(found, as_json, "\n".join(
+        f"{i.id}  {i.tenant_id}  {i.status}  {', '.join(i.addresses)}"
+        + (f"  {i.display_name}" if i.display_name else "") for i in found))
 
 
 @click.group()
@@ -544,6 +546,7 @@ def keys_list(tenant: str | None, partner: str | None, level: str | None,
         used = k.last_used_at.strftime("%Y-%m-%dT%H:%MZ") if k.last_used_at else "never"
         state = ("  revoked" if k.revoked_at else
                  "  expired" if k.expires_at and k.expires_at <= datetime.now(timezone.utc)
+                 else f"  expires {k.expires_at.strftime('%Y-%m-%dT%H:%MZ')}" if k.expires_at
                  else "")
         return (f"{k.id}  {k.token_hint}  {k.level}  {scope}  {','.join(k.permissions)}"
                 f"  used {used}{f'  {k.name}' if k.name else ''}{state}")

@@ -3,6 +3,7 @@ partners, keys of every level, tenant policy and signing keys (issue 13)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import asyncpg
@@ -134,6 +135,15 @@ async def test_keys_list_and_revoke(db_url, conn):
     listed = msgspec.json.decode(pylota(db_url, "keys", "list", "--tenant", "Acme", "--json").stdout)
     assert len(listed) == 1 and token.startswith(listed[0]["token_hint"].rstrip("…"))
     assert token not in pylota(db_url, "keys", "list", "--tenant", "Acme").stdout
+    # the expiry shows in the plain listing too (a new user found it only with --json)
+    pylota(db_url, "keys", "create", "--tenant", "Acme", "--permissions", "search:read",
+           "--expires", "30d")
+    expiring = [line for line in pylota(db_url, "keys", "list", "--tenant", "Acme").stdout
+                .splitlines() if "expires" in line]
+    assert len(expiring) == 1 and re.search(r"  expires \d{4}-\d\d-\d\dT\d\d:\d\dZ$", expiring[0])
+    listed = [k for k in msgspec.json.decode(
+        pylota(db_url, "keys", "list", "--tenant", "Acme", "--json").stdout)
+        if k["expires_at"] is None]
     revoked = pylota(db_url, "keys", "revoke", listed[0]["id"])
     assert revoked.returncode == 0 and revoked.stdout.strip() == f"revoked {listed[0]['id']}"
     with pytest.raises(PylotaError) as raised:
@@ -318,7 +328,7 @@ def test_tenants_and_identities_are_listed(db_url):
     desk = pylota(db_url, "identities", "create", "--tenant", "Acme",
                   "--address", "desk@acme.example").stdout.strip()
     ops = pylota(db_url, "identities", "create", "--tenant", beta,
-                 "--address", "ops@beta.example").stdout.strip()
+                 "--address", "ops@beta.example", "--name", "Beta Ops").stdout.strip()
     tenants = pylota(db_url, "tenants", "list")
     assert tenants.returncode == 0, tenants.stderr
     assert tenants.stdout.splitlines() == [f"{acme}  live  UTC  Acme",
@@ -327,7 +337,7 @@ def test_tenants_and_identities_are_listed(db_url):
     assert [(i["id"], i["tenant_id"], i["addresses"]) for i in listed] == [
         (desk, acme, ["desk@acme.example"]), (ops, beta, ["ops@beta.example"])]
     only = pylota(db_url, "identities", "list", "--tenant", "Beta")
-    assert only.stdout.splitlines() == [f"{ops}  {beta}  active  ops@beta.example"]
+    assert only.stdout.splitlines() == [f"{ops}  {beta}  active  ops@beta.example  Beta Ops"]
     missing = pylota(db_url, "identities", "list", "--tenant", "Nope")
     assert missing.returncode == 2 and "Nope" in missing.stderr
 
