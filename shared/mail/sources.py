@@ -36,9 +36,13 @@ from typing import BinaryIO
 
 import msgspec
 
-__all__ = ["NOT_MAIL", "LINK_OUTSIDE", "TOO_LARGE", "MAX_MESSAGE_BYTES", "SourceItem", "iter_sources"]
+__all__ = ["NOT_MAIL", "OUTLOOK_MSG", "LINK_OUTSIDE", "TOO_LARGE", "MAX_MESSAGE_BYTES", "SourceItem", "iter_sources"]
 
 NOT_MAIL = "not a mail message: first line is not a header field"
+#: The problem of an Outlook item (.msg: an OLE2 compound file, [MS-OXMSG]), which is no MIME.
+OUTLOOK_MSG = ("an Outlook .msg file (MS-OXMSG), not a MIME message: save it from Outlook as "
+               ".eml, or convert it (msgconvert of libemail-outlook-message-perl)")
+_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 #: The problem of a symbolic link, met in a directory walked, that leads out of it (or nowhere).
 LINK_OUTSIDE = ("a symbolic link out of the folder imported (or broken): not followed; name "
                 "its target on the command line to import it")
@@ -175,6 +179,8 @@ def _read_file(path: Path, *, mboxrd: bool) -> Iterator[SourceItem]:
 
 
 def _single(origin: str, raw: bytes) -> SourceItem:
+    if raw.startswith(_OLE2_MAGIC):
+        return SourceItem(origin, None, OUTLOOK_MSG)
     first = next((line for line in raw.splitlines() if line.strip()), None)
     if first is None:
         return SourceItem(origin, None, "empty file")

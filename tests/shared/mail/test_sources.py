@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from shared.mail import sources
-from shared.mail.sources import LINK_OUTSIDE, NOT_MAIL, TOO_LARGE, SourceItem, iter_sources
+from shared.mail.sources import (LINK_OUTSIDE, NOT_MAIL, OUTLOOK_MSG, TOO_LARGE, SourceItem,
+                                 iter_sources)
 
 
 def _raws(items: list[SourceItem]) -> list[bytes]:
@@ -235,7 +236,8 @@ def test_kit_singles_all_give_an_item(corpus: Path) -> None:
                 for i in items if i.problem}
     # The licence/readme files, two header-less mime4j bodies, a headerless digest, and an Outlook
     # .msg (binary OLE, not RFC 5322) are not mail; every other file gives raw bytes.
-    assert set(problems.values()) == {NOT_MAIL}
+    assert problems["spamscope-mail-parser/mail_outlook_1.eml"] == OUTLOOK_MSG
+    assert set(problems.values()) == {NOT_MAIL, OUTLOOK_MSG}
     assert {name for name in problems if not name.endswith(("SOURCES.md", "COPYING"))} == {
         "cpython-test_email/msg_19.txt",
         "mime4j/mimetools-testmsgs/ARTISTIC-LICENSE.txt",
