@@ -78,6 +78,9 @@ _NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)\d[\d,]*(?![\w])")
 _MONEY = re.compile(r"(?:[£$€¥]|\b(?:GBP|USD|EUR|CHF|JPY|CAD|AUD)\b)\s?\d|\d(?:[\d,]*\.\d\d)?"
                     r"\s?(?:GBP|USD|EUR|CHF|pounds?|dollars?|euros?)\b", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow\s+much\b", re.IGNORECASE)
+#: A "how much" with no unit after it ("how much did the letter promise"): it asks for a sum.
+_HOW_MUCH_BARE = re.compile(r"\bhow\s+much\s+(?:did|does|do|is|was|were|are|will|would|has|"
+                            r"have|had|can|could|should|money)\b", re.IGNORECASE)
 #: A "how much" that asks for a price: only a sum of money answers it.
 _PRICE = re.compile(r"\b(?:cost|costs|price|prices|pay|paid|charge|charged|fee|fees|fine|owe|owed|"
                     r"amount|invoice|bill|billed|penalty|total|spend|spent|refund)\b",
@@ -199,12 +202,15 @@ def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: se
 
 def holds_amount(part: Part, sentence: str, question: str) -> bool:
     """Whether ``sentence`` can answer ``part`` when it asks how many or how much (any other
-    part: True): a sum of money for a price ("how much did the hire cost"), else a number the
+    part: True): a sum of money for a price ("how much did the hire cost") or a "how much" with
+    no unit ("how much did the letter promise": a phone number answered it, found by a new
+    user), else a number the
     ``question`` does not hold, or a number word ("twice", "three"). A sentence without one is
     no answer, however close its words."""
     if part.kind != "how_many":
         return True
-    if _HOW_MUCH.search(part.text) and _PRICE.search(part.text):
+    if _HOW_MUCH_BARE.search(part.text) or (_HOW_MUCH.search(part.text)
+                                            and _PRICE.search(part.text)):
         return _MONEY.search(sentence) is not None
     asked = {n.replace(",", "") for n in _NUMBER.findall(question)}
     return bool({n.replace(",", "") for n in _NUMBER.findall(sentence)} - asked) or \

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 import numpy as np
 
-from shared.deepsearch.evidence import rank_evidence
+from shared.deepsearch.evidence import holds_amount, rank_evidence
 from shared.deepsearch.question import analyse
 from shared.deepsearch.reading import ReadMessage
 
@@ -100,3 +100,20 @@ async def test_reading_many_messages_gives_the_event_loop_back() -> None:
     with pytest.raises(Stop):
         await rank_evidence(analyse("What does the quarterly report say?"), messages, {},
                             _same_meaning, past_deadline)
+
+
+@pytest.mark.parametrize(("question", "sentence", "answers"), [
+    # a "how much" without a unit asks for a sum: a phone number is no answer (a new user's)
+    ("How much did the Nigerian letter promise?",
+     "If you have received a letter, please fax a copy of that letter to (202) 406-5031.", False),
+    ("How much did the Nigerian letter promise?", "TRANSFER OF US$ 22.5 M to your account.", True),
+    ("How much does the hire cost?", "The hire is 120 a day.", False),
+    ("How much does the hire cost?", "The hire is £120 a day.", True),
+    # with a unit, any number the question does not hold answers
+    ("How much memory does the build need?", "It needs 512 MB.", True),
+    ("How many patches were in the series?", "The series has 44 patches.", True),
+    ("How many patches were in the series?", "Thanks for the review.", False),
+])
+def test_an_amount_answers_how_much_and_how_many(question: str, sentence: str,
+                                                 answers: bool) -> None:
+    assert holds_amount(analyse(question).parts[0], sentence, question) is answers
