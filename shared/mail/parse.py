@@ -594,6 +594,12 @@ def _body_text(leaves: list[_Leaf], defects: _Defects) -> str:
     plain = next((leaf for leaf in inline if leaf.content_type == "text/plain"), None)
     html = next((leaf for leaf in inline if leaf.content_type == "text/html"), None)
     text = _part_text(plain.part) if plain is not None else None
+    if plain is not None and text is not None and plain.part.get("content-type") is None \
+            and text.lstrip()[:20].lower().startswith(_HTML_STARTS):
+        # RFC 2045 reads a part without Content-Type as text/plain, but spam and old scripts
+        # send bare HTML so: it showed as markup, tags in the snippet (found by a new user).
+        defects.add("Content-Type: missing on a body that is HTML; read as text/html")
+        return _html_to_text(text, defects)
     if text is not None and (html is None or not _is_placeholder(text)):
         return text
     if html is None:
@@ -602,6 +608,9 @@ def _body_text(leaves: list[_Leaf], defects: _Defects) -> str:
     if text is not None and len(rendered.strip()) <= len(text.strip()):
         return text
     return rendered
+
+
+_HTML_STARTS = ("<html", "<!doctype html")
 
 
 def _is_placeholder(text: str) -> bool:

@@ -61,6 +61,17 @@ def test_html_only_body_is_rendered(fixtures: Path) -> None:
     assert "*" not in text and "#" not in text and "](" not in text
 
 
+@pytest.mark.parametrize("body", [b"<HTML>\n<BODY><p>Cheap <b>pills</b> &amp; more</p></BODY></HTML>",
+                                  b"  <!DOCTYPE html><html><body><p>Cheap <b>pills</b> &amp; more"])
+def test_a_bare_html_body_without_content_type_is_read_as_html(body: bytes) -> None:
+    parsed = parse_message(b"From: a@example.com\r\nSubject: offer\r\n\r\n" + body)
+    assert parsed.text.strip() == "Cheap pills & more"
+    assert any(d.startswith("Content-Type: missing") for d in parsed.defects)
+    # declared text/plain stays as it was sent
+    declared = parse_message(b"From: a@example.com\r\nContent-Type: text/plain\r\n\r\n" + body)
+    assert "<p>" in declared.text
+
+
 def test_attachments_are_byte_exact(fixtures: Path) -> None:
     msg = _parse(fixtures / "attachment.eml")
     assert msg.text == "See the report."  # text/plain wins over the text/html alternative
