@@ -30,6 +30,8 @@ import json
 import re
 import time
 import traceback
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -219,11 +221,11 @@ def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = Fa
     if (where := _nul_path(arguments)) is not None:
         raise invalid(where, f"{where} contains a NUL character.",
                       f"Remove the \\u0000 characters from {where}.")
+    target = (rest and spec.rest_args) or spec.args
     try:
-        args = msgspec.convert(_integral(arguments), (rest and spec.rest_args) or spec.args,
-                               strict=not from_query)
+        args = msgspec.convert(_integral(arguments), target, strict=not from_query)
     except msgspec.ValidationError as exc:
-        raise _validation_error(exc, spec) from None
+        raise _validation_error(exc, spec, target, arguments) from None
     _check_instants(args)
     _check_unique(spec, arguments)
     return args
@@ -305,18 +307,74 @@ def _check_instants(value: Any, path: str = "") -> None:
             _check_instants(item, f"{path}[{n}]")
 
 
-def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaError:
+_PATH_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+|\.\.\.|\"(?:[^\"\\\\]|\\\\.)*\")\]")
+
+
+def _schema_at(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The JSON Schema of the value at ``path`` (``to[0].name``, ``metadata["order_id"]``)
+    inside ``schema``; an object alternative of a ``oneOf`` is taken for a field, and an
+    unknown step gives ``{}``."""
+    for step in _PATH_STEP.finditer("" if path == "arguments" else path):
+        name, index = step.groups()
+        if name is None and not index.isdigit():  # a map's key: [...] or ["key"]
+            found = schema.get("additionalProperties")
+            schema = found if isinstance(found, dict) else {}
+            continue
+        if index is not None:
+            schema = schema.get("items", {})
+            continue
+        objects = [s for s in schema.get("oneOf", [schema]) if "properties" in s]
+        schema = objects[0]["properties"].get(name, {}) if objects else {}
+    return schema
+
+
+def _map_key_path(path: str, target: type[msgspec.Struct], arguments: object) -> str:
+    """``metadata[...]`` made ``metadata["order_id"]``: the first key of that top-level map
+    whose value its type refuses (a model cannot fix "one of the values" it cannot find;
+    found by an attack). ``path`` unchanged when it is no top-level map or no key is found."""
+    name, _, rest = path.partition("[...]")
+    value = arguments.get(name) if isinstance(arguments, dict) else None
+    field = next((f for f in msgspec.structs.fields(target) if f.encode_name == name), None)
+    kind = field.type if field is not None else None
+    while typing.get_origin(kind) in (typing.Annotated, typing.Union, types.UnionType):
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if "." in name or "[" in name or not isinstance(value, dict) \
+            or typing.get_origin(kind) is not dict:
+        return path
+    for key, item in value.items():
+        try:
+            msgspec.convert(item, typing.get_args(kind)[1], strict=True)
+        except msgspec.ValidationError:
+            return f"{name}[{json.dumps(key)}]{rest}"
+    return path
+
+
+#: msgspec's name of a type in its messages, and JSON Schema's.
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+               "object": "object", "array": "array"}
+
+
+def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec,
+                      target: type[msgspec.Struct], arguments: object) -> PylotaError:
     """One ``invalid_request`` naming the argument and how to fix it (spec section 5)."""
     # msgspec says "... - at `$.limit`"; the path is what a model needs to fix its call.
     message, _, where = str(exc).partition(" - at `")
     path = where.rstrip("`").removeprefix("$.").removeprefix("$") or "arguments"
     properties = spec.input_schema.get("properties", {})
-    schema = properties.get(path.split(".")[0].split("[")[0], {})
+    if "[...]" in path:  # msgspec does not say which key of a map holds the bad value
+        path = _map_key_path(path, target, arguments)
+    schema = _schema_at(spec.input_schema, path)
     if message.startswith("Object contains unknown field"):
-        path = ".".join(p for p in (path if path != "arguments" else "",
-                                     message.rsplit("`", 2)[-2]) if p)
-        fix = (f"Remove {path}; {spec.name} takes only: {', '.join(properties)}." if properties
-               else f"Remove {path}; {spec.name} takes no arguments.")
+        parent = path if path != "arguments" else ""
+        path = ".".join(p for p in (parent, message.rsplit("`", 2)[-2]) if p)
+        if parent:  # a field of a nested object: name that object's fields, not the tool's
+            outer = _schema_at(spec.input_schema, parent)
+            fields = next((s["properties"] for s in outer.get("oneOf", [outer])
+                           if "properties" in s), {})
+            fix = f"Remove {path}; {parent} takes only: {', '.join(fields)}."
+        else:
+            fix = (f"Remove {path}; {spec.name} takes only: {', '.join(properties)}."
+                   if properties else f"Remove {path}; {spec.name} takes no arguments.")
     elif message.startswith("Object missing required field"):
         missing = message.rsplit("`", 2)[-2]
         path = ".".join(p for p in (path if path != "arguments" else "", missing) if p)
@@ -324,7 +382,11 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec) -> PylotaErr
     elif schema.get("format") == "date-time":
         fix = f"Give {path} as an RFC 3339 date-time with an offset, e.g. 2026-09-01T00:00:00Z."
     else:
-        fix = _schema_fix(path, schema["items"] if "[" in path and "items" in schema else schema)
+        # Of alternatives (an address or an object), the one of the type msgspec expected.
+        expected = next((json_type for py_type, json_type in _JSON_TYPES.items()
+                         if message.startswith(f"Expected `{py_type}")), None)
+        schema = next((s for s in schema.get("oneOf", []) if s.get("type") == expected), schema)
+        fix = _schema_fix(path, schema)
     return PylotaError(ErrorCode.INVALID_REQUEST, f"Invalid argument {path}: {message}.",
                        fix=fix, details={"path": path})
 

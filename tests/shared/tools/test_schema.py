@@ -74,3 +74,33 @@ def test_arguments_nested_past_the_limit_are_invalid_request_on_their_path(tool,
     assert caught.value.code is ErrorCode.INVALID_REQUEST
     assert caught.value.details["path"] == field + "[0]" * MAX_ARGUMENT_DEPTH
     assert f"deeper than {MAX_ARGUMENT_DEPTH}" in caught.value.message
+
+
+_SEND = {"idempotency_key": "k", "to": ["a@b.com"], "subject": "s", "text": "t"}
+
+
+@pytest.mark.parametrize(("extra", "path", "fix"), [
+    # a map's bad value is named by its key (msgspec says only "metadata[...]")
+    ({"metadata": {"ok": "1", "order_id": {"x": 1}}}, 'metadata["order_id"]',
+     'Give metadata["order_id"] as a string of at most 512 characters.'),
+    ({"headers": {"X-A": 5}}, 'headers["X-A"]',
+     'Give headers["X-A"] as a string of 1 to 2048 characters.'),
+    # an unknown field of a nested object lists that object's fields, not the tool's
+    ({"to": [{"address": "a@b.com", "nam": "x"}]}, "to[0].nam",
+     "Remove to[0].nam; to[0] takes only: address, name."),
+    ({"attachments": [{"filename": "a.txt", "content_type": "text/plain",
+                       "content_base64": "YQ==", "extra": 1}]}, "attachments[0].extra",
+     "Remove attachments[0].extra; attachments[0] takes only: filename, content_type, "
+     "content_base64, disposition, content_id."),
+    # of an address or an object, the alternative msgspec expected
+    ({"to": ["x" * 300]}, "to[0]", "Give to[0] as a string of at most 254 characters."),
+])
+def test_a_bad_nested_argument_is_named_with_the_fix_for_it(extra, path, fix):
+    """Found by an attack: the fix listed mail_send's own arguments for ``to[0].nam`` and
+    said "Correct metadata[...]" without naming the key."""
+    from shared.errors import PylotaError
+    from shared.tools.call import decode_arguments
+
+    with pytest.raises(PylotaError) as caught:
+        decode_arguments(next(t for t in TOOLS if t.name == "mail_send"), {**_SEND, **extra})
+    assert (caught.value.details["path"], caught.value.fix) == (path, fix)
