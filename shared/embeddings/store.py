@@ -61,20 +61,23 @@ async def enqueue(conn: asyncpg.Connection, identity_id: str, message_id: str) -
     await enqueue_all(conn, identity_id, [message_id])
 
 
-async def enqueue_all(conn: asyncpg.Connection, identity_id: str, message_ids: list[str]) -> None:
-    """Queue ``message_ids`` of ``identity_id`` for embedding in one statement (idempotent)."""
+async def enqueue_all(conn: asyncpg.Connection, identity_id: str, message_ids: list[str], *,
+                      bulk: bool = False) -> None:
+    """Queue ``message_ids`` of ``identity_id`` for embedding in one statement (idempotent).
+    ``bulk``: part of an import, embedded after every live message queued (migration 0020)."""
     await conn.execute(
-        "INSERT INTO embedding_queue (message_id, identity_id)"
-        " SELECT m, $2 FROM unnest($1::text[]) AS m ON CONFLICT DO NOTHING",
-        message_ids, identity_id)
+        "INSERT INTO embedding_queue (message_id, identity_id, bulk)"
+        " SELECT m, $2, $3 FROM unnest($1::text[]) AS m ON CONFLICT DO NOTHING",
+        message_ids, identity_id, bulk)
 
 
 async def enqueue_missing(conn: asyncpg.Connection, model: str,
                           identity_id: str | None = None) -> int:
-    """Queue every message (of ``identity_id``, or all) without a ``model`` vector; returns how many."""
+    """Queue every message (of ``identity_id``, or all) without a ``model`` vector, as bulk;
+    returns how many."""
     status = await conn.execute(
-        """INSERT INTO embedding_queue (message_id, identity_id)
-           SELECT m.id, m.identity_id FROM messages m
+        """INSERT INTO embedding_queue (message_id, identity_id, bulk)
+           SELECT m.id, m.identity_id, true FROM messages m
            LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.model = $1
            WHERE e.message_id IS NULL AND ($2::text IS NULL OR m.identity_id = $2)
            ON CONFLICT DO NOTHING""", model, identity_id)
@@ -118,7 +121,8 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
     done, or a batch ends ``seconds`` after the start.
 
     Each batch is claimed with ``FOR UPDATE SKIP LOCKED`` inside one transaction, so several
-    workers share the queue and a crash leaves the batch queued. A message gets up to
+    workers share the queue and a crash leaves the batch queued; live mail goes before bulk
+    loads (imports, re-embedding), each oldest first. A message gets up to
     :data:`MAX_CHUNKS` vectors; the model runs in a thread, on all the batch's chunks. Every
     :data:`PROGRESS_LOG_SECONDS`, and when the run ends, an ``embed_progress`` line logs counts
     and rates (never mail content).
@@ -136,7 +140,7 @@ async def embed_pending(pool: Database, embedder: Embedder, *, batch: int = 32,
                 rows = await conn.fetch(
                     """SELECT q.message_id, q.identity_id, m.subject, m.new_text, m.text
                        FROM embedding_queue q JOIN messages m ON m.id = q.message_id
-                       ORDER BY q.queued_at, q.message_id
+                       ORDER BY q.bulk, q.queued_at, q.message_id
                        LIMIT $1 FOR UPDATE OF q SKIP LOCKED""", batch)
                 if not rows:
                     break
@@ -244,7 +248,8 @@ async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str]
                    ) -> list[IdentityProgress]:
     """Per identity (``identity_ids``, or every identity with mail), its :class:`IdentityProgress`
     for ``model``, in identity id order. The time left of an identity counts the queue ahead of
-    its last queued message, since the workers drain oldest first."""
+    its last queued message, since the workers drain live mail first, then bulk loads, each
+    oldest first."""
     rows = await conn.fetch(
         """SELECT m.identity_id, count(*) AS total, count(e.message_id) AS embedded
            FROM messages m
@@ -253,8 +258,11 @@ async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str]
            GROUP BY m.identity_id ORDER BY m.identity_id""", model, identity_ids)
     queued = {r["identity_id"]: (r["n"], r["ahead"]) for r in await conn.fetch(
         """SELECT q.identity_id, count(*) AS n,
-                  (SELECT count(*) FROM embedding_queue a
-                   WHERE a.queued_at <= max(q.queued_at)) AS ahead
+                  CASE WHEN bool_or(q.bulk)
+                       THEN (SELECT count(*) FROM embedding_queue a WHERE NOT a.bulk
+                             OR a.queued_at <= max(q.queued_at) FILTER (WHERE q.bulk))
+                       ELSE (SELECT count(*) FROM embedding_queue a WHERE NOT a.bulk
+                             AND a.queued_at <= max(q.queued_at)) END AS ahead
            FROM embedding_queue q GROUP BY q.identity_id""")}
     rate = await recent_rate(conn, model)
     pace = rate or NOMINAL_RATES.get(model)

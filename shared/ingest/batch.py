@@ -86,7 +86,7 @@ async def ingest_batch(conn: asyncpg.Connection, redis: Redis | None, identity_i
         await save_trust(conn, identity_id, trusts)
         await save_triage(conn, identity_id, triages)
         await save_refs_of(conn, identity_id, refs)
-        await enqueue_all(conn, identity_id, [o.message_id for o in new])
+        await enqueue_all(conn, identity_id, [o.message_id for o in new], bulk=True)
         queued = await queue_attachment_texts(conn, attachment_ids) if attachment_ids else 0
     if new and redis is not None:
         await _announce(redis, identity_id, new, queued, namespace)
