@@ -16,7 +16,8 @@ so a file that kills its worker cannot stall the queue. A result is stored only 
 that is still the latest (``attempts`` matches).
 
 The attachments themselves are read through ``shared.mail.store`` (``attachment_file``,
-``attachment_identities``, ``message_attachment_ids``, ``all_attachment_ids``).
+``attachment_identities``, ``attachment_twins``, ``message_attachment_ids``,
+``all_attachment_ids``).
 
 The one exception to "no SQL on this table outside this module", as for ``messages``
 (``shared.mail.store``): the search read path (``shared.search``) reads ``tsv`` directly, inside
@@ -40,7 +41,7 @@ from shared.extract.sandbox import extract
 from shared.logs import get_logger
 from shared.mail.records import MessageRecord
 from shared.mail.store import (all_attachment_ids, attachment_file, attachment_identities,
-                               message_attachment_ids)
+                               attachment_twins, message_attachment_ids)
 
 __all__ = ["SEARCH_CHARS", "PageText", "AttachmentText", "queue", "queue_missing",
            "text_statuses", "with_text_status", "extract_pending", "attachment_text", "page_range"]
@@ -84,8 +85,22 @@ class AttachmentText(msgspec.Struct, frozen=True, kw_only=True):
 
 async def queue(conn: asyncpg.Connection, attachment_ids: list[str]) -> int:
     """Queue attachments for extraction (``pending``); ids already queued or unknown are
-    ignored. Returns how many were queued."""
+    ignored. An attachment whose bytes the identity already has, read (``ready``) or left
+    (``skipped``: a limit or an unsupported type, which the same bytes meet again), takes that
+    result instead (migration 0021). Returns how many were queued."""
     identities = await attachment_identities(conn, attachment_ids)
+    twins = await attachment_twins(conn, list(identities))
+    if twins:
+        await conn.execute(
+            """INSERT INTO attachment_texts (attachment_id, identity_id, status, reason, kind,
+                                             pages, total_pages, extracted_at, tsv)
+               SELECT DISTINCT ON (c.id) c.id, c.identity_id, t.status, t.reason, t.kind,
+                      t.pages, t.total_pages, now(), t.tsv
+               FROM unnest($1::text[], $2::text[], $3::text[]) AS c(id, identity_id, twin)
+               JOIN attachment_texts t ON t.attachment_id = c.twin
+                                      AND t.status IN ('ready', 'skipped')
+               ORDER BY c.id, t.status = 'ready' DESC
+               ON CONFLICT DO NOTHING""", *map(list, zip(*twins)))
     status = await conn.execute(
         "INSERT INTO attachment_texts (attachment_id, identity_id)"
         " SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING",

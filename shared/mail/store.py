@@ -53,7 +53,7 @@ __all__ = ["StoreOutcome", "NewMessage", "insert_messages", "insert_message", "g
            "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
-           "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels",
+           "attachment_twins", "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels",
            "update_labels", "MAX_LABELS", "THREAD_LABELS_SHOWN", "READ_TEXT_CHARS", "stored_bytes",
            "received_since"]
 
@@ -661,6 +661,19 @@ async def attachment_identities(conn: asyncpg.Connection, attachment_ids: list[s
         "SELECT a.id, m.identity_id FROM attachments a JOIN messages m ON m.id = a.message_id"
         " WHERE a.id = any($1::text[])", attachment_ids)
     return {r["id"]: r["identity_id"] for r in rows}
+
+
+async def attachment_twins(conn: asyncpg.Connection, attachment_ids: list[str]
+                           ) -> list[tuple[str, str, str]]:
+    """``(attachment id, its identity id, twin id)`` for each other attachment of the same
+    identity with the same bytes (``sha256``) as one of ``attachment_ids``."""
+    rows = await conn.fetch(
+        """SELECT a.id, m.identity_id, b.id AS twin FROM attachments a
+           JOIN messages m ON m.id = a.message_id
+           JOIN attachments b ON b.sha256 = a.sha256 AND b.id <> a.id
+           JOIN messages n ON n.id = b.message_id AND n.identity_id = m.identity_id
+           WHERE a.id = any($1::text[])""", attachment_ids)
+    return [(r["id"], r["identity_id"], r["twin"]) for r in rows]
 
 
 async def all_attachment_ids(conn: asyncpg.Connection, identity_id: str | None) -> list[str]:

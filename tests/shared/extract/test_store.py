@@ -304,3 +304,29 @@ async def test_attached_email_skipped_before_its_reader_is_read_after_migration_
                               " WHERE attachment_id = $1", attachment_id)
     assert (row["status"], row["kind"]) == ("ready", "eml")
     assert "Subject: Revised quote Q-4471" in row["first"] and "4,120.00 EUR" in row["first"]
+
+
+async def test_bytes_the_identity_already_has_take_their_text_without_a_second_reading(
+        conn, pool, identity_id):
+    """A forward carries the original's attachments again: 400 of them cost the batch workers
+    100 s of extraction once more (found by an attack)."""
+    letter = documents.pdf(["Claim 4471 approved"])
+    _, [first, odd] = await mail_with(conn, identity_id, [
+        ("letter.pdf", "application/pdf", letter), ("data.bin", "application/octet-stream",
+                                                     b"\x00\x01binary")])
+    assert await drained(pool) == 2
+    _, [again, odd_again, new] = await mail_with(conn, identity_id, [
+        ("copy.pdf", "application/pdf", letter), ("data.bin", "application/octet-stream",
+                                                   b"\x00\x01binary"),
+        ("other.txt", "text/plain", b"something else")])
+    rows = {r["attachment_id"]: r for r in await conn.fetch("SELECT * FROM attachment_texts")}
+    assert (rows[again]["status"], rows[again]["pages"]) == ("ready", rows[first]["pages"])
+    assert (rows[odd_again]["status"], rows[odd_again]["reason"]) == ("skipped", "unsupported_type")
+    assert rows[new]["status"] == "pending"
+    assert await drained(pool) == 1  # only the new file is read
+    # another identity's copy of the same bytes is read for it
+    other = (await create_identity(conn, (await create_tenant(conn, "beta")).id,
+                                   "desk@beta.example")).id
+    _, [theirs] = await mail_with(conn, other, [("letter.pdf", "application/pdf", letter)])
+    assert await conn.fetchval("SELECT status FROM attachment_texts WHERE attachment_id = $1",
+                               theirs) == "pending"
