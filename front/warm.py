@@ -28,7 +28,7 @@ from shared.logs import get_logger
 from shared.mail.patterns import tenant_patterns
 from shared.mail.reading import read_message
 from shared.search.engine import run_search
-from shared.search.keyword import Filters, Scope
+from shared.search.keyword import Filters, Ranked, Scope, hit_details
 from shared.search.query import parse
 from shared.search.semantic import engine_for
 from shared.tenancy.store import get_tenant, list_identities
@@ -77,10 +77,14 @@ _WORD = "warm"
 
 async def _prepare(conn: asyncpg.Connection) -> None:
     """Run the statements of authentication, mail_get_message, mail_list_identities and a
-    search's scope once on ``conn``, so asyncpg has prepared them and learnt their types."""
+    search's scope and hits once on ``conn``, so asyncpg has prepared them and learnt their
+    types."""
     await read_key(conn, bytes(32))
     await read_message(conn, _NO_IDENTITY, _NO_MESSAGE)
     await list_identities(conn, tenant_ids=[_NO_TENANT], identity_id=None, status=None,
                           purpose=None, after_id=None, limit=1)
     await get_tenant(conn, _NO_TENANT)
     await tenant_patterns(conn, _NO_TENANT)
+    # The hits' statement of a one-word search: the warm-up's own search finds no hit to read.
+    await hit_details(conn, [Ranked(message_id=_NO_MESSAGE, thread_id="", score=0.0)],
+                      parse(_WORD).root, "UTC")

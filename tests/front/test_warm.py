@@ -24,6 +24,11 @@ async def test_warming_runs_every_step_and_leaves_the_connections_open(db_url, c
         await warm(resources)
         assert "warm_up_incomplete" not in [line["event"] for line in logged(capsys)]
         assert resources.db.pool.get_size() >= WARM_CONNECTIONS
+        # each warmed connection has prepared a search's hits statement (its snippets)
+        async with resources.db.acquire() as conn:
+            assert await conn.fetchval(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE"
+                " '%ts_headline%' AND statement NOT LIKE '%pg_prepared_statements%'") == 1
 
 
 async def test_warming_never_stops_a_start_when_postgresql_is_down(capsys):
