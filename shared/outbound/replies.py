@@ -22,6 +22,11 @@ The rules, in order:
    that would fill To or Cc past ``MAX_PER_LIST`` is ``too_many_recipients`` (path
    ``reply_all``, or ``message_id`` without it).
 
+Addresses go out as the parent spelled them: the store keeps addr-specs lower-cased for
+comparing, but a local part may be case-sensitive (RFC 5321 section 2.4), and
+``JustinMattock-Re5JQ…@public.gmane.org`` lower-cased is another mailbox (found by a new user).
+The spelling is read from the parent's header fields as stored.
+
 ``automated_reason`` applies RFC 3834 section 2 for ``kind: "auto_reply"``: no automatic answer
 to automatic mail, lists, or delivery reports.
 
@@ -29,6 +34,8 @@ Pure: no I/O. Called by ``shared.outbound.send``.
 """
 
 from __future__ import annotations
+
+from email.utils import getaddresses
 
 import msgspec
 
@@ -59,13 +66,27 @@ class ReplyAddressing(msgspec.Struct, frozen=True, kw_only=True):
     flags: list[str]
 
 
-def _usable(items: list[Address], own: set[str]) -> list[Mailbox]:
+_ADDRESS_FIELDS = frozenset({"from", "reply-to", "to", "cc"})
+
+
+def _as_written(parent: MessageRecord) -> dict[str, str]:
+    """The parent's addr-specs of From, Reply-To, To and Cc as its header fields spell them,
+    by their lower-cased form (module docstring); the first spelling of each wins."""
+    values = [f.value for f in parent.headers or () if f.name.lower() in _ADDRESS_FIELDS]
+    spelled: dict[str, str] = {}
+    for _, address in getaddresses(values):
+        if "@" in address:
+            spelled.setdefault(address.lower(), address)
+    return spelled
+
+
+def _usable(items: list[Address], own: set[str], spelled: dict[str, str]) -> list[Mailbox]:
     boxes: dict[str, Mailbox] = {}
     for item in items:
         if item.address.lower() in own:
             continue
         try:
-            box = mailbox_of("message_id", item.address)
+            box = mailbox_of("message_id", spelled.get(item.address.lower(), item.address))
         except PylotaError:
             continue  # an address we cannot send to is left out, never an error of the caller
         boxes.setdefault(box.key, Mailbox(address=box.address, name=shown_name(item.name)))
@@ -102,19 +123,20 @@ def reply_addressing(parent: MessageRecord, own: list[str], *, reply_all: bool) 
             would pass ``MAX_PER_LIST``.
     """
     mine = {a.lower() for a in own}
+    spelled = _as_written(parent)
     ours_sent = _ours(parent, mine)
     sender = sender_for(parent, own)
     flags: list[str] = []
     if ours_sent:
-        to = _usable(parent.to, mine)
+        to = _usable(parent.to, mine, spelled)
     else:
-        to = _usable(parent.reply_to, mine)
+        to = _usable(parent.reply_to, mine, spelled)
         if to and parent.from_ is not None:
             home = domain_of(parent.from_.address)
             if any(not _related(domain_of(b.address), home) for b in to):
                 flags.append(REPLY_TO_OTHER_DOMAIN)
         elif parent.from_ is not None:
-            to = _usable([parent.from_], mine)
+            to = _usable([parent.from_], mine, spelled)
     if not to:
         raise invalid("message_id", "This message has no address a reply could go to.",
                       "Use mail_send with the recipients you mean instead.")
@@ -122,7 +144,7 @@ def reply_addressing(parent: MessageRecord, own: list[str], *, reply_all: bool) 
     if reply_all:
         taken = {b.key for b in to}
         others = parent.cc if ours_sent else [*parent.to, *parent.cc]
-        cc = [b for b in _usable(others, mine) if b.key not in taken]
+        cc = [b for b in _usable(others, mine, spelled) if b.key not in taken]
     for field, boxes in (("To", to), ("Cc", cc)):
         if len(boxes) > MAX_PER_LIST:
             # The caller wrote neither list, so the error names what it did write.

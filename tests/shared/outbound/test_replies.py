@@ -42,6 +42,22 @@ def test_reply_to_our_own_or_unusable_addresses_falls_back_to_from():
     assert [b.address for b in got.to] == ["jo@example.com"] and got.flags == []
 
 
+def test_replies_go_to_addresses_as_the_parent_spelled_them():
+    """The store lower-cases addr-specs, but a local part may be case-sensitive (RFC 5321
+    section 2.4): a reply went to a gmane token lower-cased (found by a new user)."""
+    token = "JustinMattock-Re5JQEeQqe8AvxtiuMwx3w@public.gmane.org"
+    got = reply_addressing(parent(
+        from_=Address(address=token.lower(), name="Justin"),
+        to=addrs("desk@acme.example"), cc=addrs("bo.smith@example.net"),
+        headers=[HeaderField("From", f"Justin Mattock <{token}>"),
+                 HeaderField("To", "Desk <DESK@acme.example>"),
+                 HeaderField("CC", "=?utf-8?q?B=C3=B6?= <Bo.Smith@Example.NET>")]),
+        OWN, reply_all=True)
+    assert [b.address for b in got.to] == [token]
+    assert [b.address for b in got.cc] == ["Bo.Smith@example.net"]  # domains lower-cased
+    assert got.sender == "desk@acme.example"
+
+
 def test_reply_all_adds_to_and_cc_minus_ours_never_bcc():
     got = reply_addressing(parent(to=addrs("desk@acme.example", "bo@example.net"),
                                   cc=addrs("sales@acme.example", "cy@example.org",
