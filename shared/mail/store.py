@@ -50,7 +50,7 @@ from shared.tenancy.store import identity_addresses
 
 __all__ = ["StoreOutcome", "NewMessage", "insert_messages", "insert_message", "get_message", "get_message_with", "get_thread",
            "thread_page",
-           "messages_by_ids", "raw_message", "StoredContent", "stored_contents", "Outline",
+           "messages_by_ids", "StoredContent", "stored_contents", "Outline",
            "outline", "correspondence", "thread_ids", "MessageFilter", "first_matching",
            "message_exists", "AttachmentFile", "attachment_file", "attachment_identities",
            "attachment_twins", "message_attachment_ids", "all_attachment_ids", "raw_of", "set_status", "set_labels",
@@ -458,11 +458,6 @@ async def thread_page(conn: asyncpg.Connection, thread: ThreadHeader, *, offset:
     return ThreadRecord(id=thread.id, identity_id=thread.identity_id, subject=thread.subject,
                         message_count=thread.message_count, first_at=thread.first_at,
                         last_at=thread.last_at, messages=messages), more
-
-
-async def raw_message(conn: asyncpg.Connection, message_id: str) -> bytes | None:
-    """The raw bytes of ``message_id`` as received, or None."""
-    return await conn.fetchval("SELECT raw FROM raw_messages WHERE message_id = $1", message_id)
 
 
 class StoredContent(msgspec.Struct, frozen=True, kw_only=True):

@@ -52,7 +52,7 @@ from shared.mail.domains import domain_of, lookalike_of, organizational_domain
 from shared.mail.judged import Trust, Verdict
 from shared.mail.parse import BARE_CR_DEFECT
 from shared.mail.signatures import DkimCheck, DnsResolver, TxtResolver, verify_dkim
-from shared.mail.store import StoredContent, raw_message
+from shared.mail.store import StoredContent, raw_of
 from shared.tenancy.store import identity_addresses
 
 __all__ = ["FLAGS", "VERDICTS", "Trust", "TrustPolicy", "Authentication", "Correspondence",
@@ -344,7 +344,7 @@ async def rejudge(conn: asyncpg.Connection, message: StoredContent, policy: Trus
     if dkim is None and policy.resolver is not None and any(
             n.lower() == "dkim-signature" for n, _ in message.headers) and not policy.trusted_block(
             message.headers):
-        raw = await raw_message(conn, message.id)
+        raw = await raw_of(conn, message.id)
         dkim = await verify_dkim(raw, policy.resolver) if raw is not None else None
     auth = authentication_from(message.headers, message.from_address, policy, dkim)
     if BARE_CR_DEFECT in message.defects:
