@@ -85,22 +85,8 @@ class AttachmentText(msgspec.Struct, frozen=True, kw_only=True):
 
 async def queue(conn: asyncpg.Connection, attachment_ids: list[str]) -> int:
     """Queue attachments for extraction (``pending``); ids already queued or unknown are
-    ignored. An attachment whose bytes the identity already has, read (``ready``) or left
-    (``skipped``: a limit or an unsupported type, which the same bytes meet again), takes that
-    result instead (migration 0021). Returns how many were queued."""
+    ignored. Returns how many were queued."""
     identities = await attachment_identities(conn, attachment_ids)
-    twins = await attachment_twins(conn, list(identities))
-    if twins:
-        await conn.execute(
-            """INSERT INTO attachment_texts (attachment_id, identity_id, status, reason, kind,
-                                             pages, total_pages, extracted_at, tsv)
-               SELECT DISTINCT ON (c.id) c.id, c.identity_id, t.status, t.reason, t.kind,
-                      t.pages, t.total_pages, now(), t.tsv
-               FROM unnest($1::text[], $2::text[], $3::text[]) AS c(id, identity_id, twin)
-               JOIN attachment_texts t ON t.attachment_id = c.twin
-                                      AND t.status IN ('ready', 'skipped')
-               ORDER BY c.id, t.status = 'ready' DESC
-               ON CONFLICT DO NOTHING""", *map(list, zip(*twins)))
     status = await conn.execute(
         "INSERT INTO attachment_texts (attachment_id, identity_id)"
         " SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
@@ -193,6 +179,8 @@ async def _extract_claimed(conn: asyncpg.Connection, attachment_id: str, attempt
     if attempts > MAX_ATTEMPTS:
         _log.warning("attachment_interrupted", attachment_id=attachment_id, attempts=attempts)
         return Outcome.failed(Reason.INTERRUPTED)
+    if (known := await _twin_outcome(conn, attachment_id)) is not None:
+        return known
     file = await attachment_file(conn, attachment_id, max_bytes=limits.max_input_bytes)
     if file is None:
         return None  # deleted since it was queued; its row went with it
@@ -200,6 +188,30 @@ async def _extract_claimed(conn: asyncpg.Connection, attachment_id: str, attempt
         return Outcome.failed(Reason.TOO_LARGE)
     return await extract(file.content, content_type=file.content_type, filename=file.filename,
                          limits=limits)
+
+
+#: Twins (the same bytes, the same identity) looked at for a result before a file is read.
+TWINS_LOOKED_AT = 20
+
+
+async def _twin_outcome(conn: asyncpg.Connection, attachment_id: str) -> Outcome | None:
+    """The result of reading the same bytes for the same identity before, when one of its
+    oldest :data:`TWINS_LOOKED_AT` twins has one that the bytes alone decide: a forward carries
+    the original's files, and one of 400 cost the batch workers 100 s of extraction again;
+    two copies of a PDF that timed out took 30 s each (found by attacks). Not copied: a type
+    left unread (the twin's name or content type decided it), a reader that was interrupted."""
+    twins = await attachment_twins(conn, attachment_id, TWINS_LOOKED_AT)
+    row = await conn.fetchrow(
+        """SELECT status, reason, kind, pages FROM attachment_texts
+           WHERE attachment_id = any($1::text[]) AND (status = 'ready'
+                 OR (status = 'unavailable' AND reason <> 'interrupted')
+                 OR (status = 'skipped' AND reason <> 'unsupported_type'))
+           ORDER BY status = 'ready' DESC, attachment_id LIMIT 1""", twins) if twins else None
+    if row is None:
+        return None
+    return Outcome(status=TextStatus(row["status"]), kind=row["kind"],
+                   reason=Reason(row["reason"]) if row["reason"] else None,
+                   pages=list(row["pages"]), detail="same bytes as another attachment")
 
 
 async def _save(conn: asyncpg.Connection, attachment_id: str, attempts: int,

@@ -658,17 +658,18 @@ async def attachment_identities(conn: asyncpg.Connection, attachment_ids: list[s
     return {r["id"]: r["identity_id"] for r in rows}
 
 
-async def attachment_twins(conn: asyncpg.Connection, attachment_ids: list[str]
-                           ) -> list[tuple[str, str, str]]:
-    """``(attachment id, its identity id, twin id)`` for each other attachment of the same
-    identity with the same bytes (``sha256``) as one of ``attachment_ids``."""
+async def attachment_twins(conn: asyncpg.Connection, attachment_id: str, limit: int
+                           ) -> list[str]:
+    """At most ``limit`` other attachments of the same identity with the same bytes
+    (``sha256``, migration 0021) as ``attachment_id``, oldest first: the index walked in id
+    order, so the cost does not grow with how many copies there are."""
     rows = await conn.fetch(
-        """SELECT a.id, m.identity_id, b.id AS twin FROM attachments a
+        """SELECT b.id FROM attachments a
            JOIN messages m ON m.id = a.message_id
            JOIN attachments b ON b.sha256 = a.sha256 AND b.id <> a.id
            JOIN messages n ON n.id = b.message_id AND n.identity_id = m.identity_id
-           WHERE a.id = any($1::text[])""", attachment_ids)
-    return [(r["id"], r["identity_id"], r["twin"]) for r in rows]
+           WHERE a.id = $1 ORDER BY b.id LIMIT $2""", attachment_id, limit)
+    return [r["id"] for r in rows]
 
 
 async def all_attachment_ids(conn: asyncpg.Connection, identity_id: str | None) -> list[str]:

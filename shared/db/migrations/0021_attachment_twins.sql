@@ -1,5 +1,5 @@
--- Attachments by their bytes: an attachment stored again (a forward carries the original's,
--- and a forward of 400 files cost the batch workers 100 s of extraction: found by an attack)
--- takes the text already read from its twin of the same identity (shared/extract/store.py).
--- Owner: shared/mail/store.py (attachments).
-CREATE INDEX attachments_sha256 ON attachments (sha256);
+-- Attachments by their bytes: before a batch worker reads a file, it looks for the result of
+-- the same bytes read for the same identity (a forward carries the original's files, and a
+-- forward of 400 cost the batch workers 100 s of extraction again: found by an attack).
+-- Owner: shared/mail/store.py (attachments); the lookup: shared/extract/store.py.
+CREATE INDEX attachments_sha256 ON attachments (sha256, id);
