@@ -256,7 +256,22 @@ def test_a_message_chain_too_deep_for_the_parser_keeps_its_header():
            + b"Content-Type: message/rfc822\r\n\r\n" * 3_000 + b"\r\nbody\r\n")
     parsed = parse_message(raw)
     assert (parsed.subject, parsed.from_.address) == ("chain", "ann@x.example")
-    assert any(d.startswith("body unreadable: RecursionError") for d in parsed.defects)
+    assert any("attached messages (message/*)" in d for d in parsed.defects)
+    assert not any(d.startswith("body unreadable") for d in parsed.defects)
+
+
+def test_attached_messages_nested_past_the_limit_leave_the_text_before_them():
+    """300 nested message/rfc822 headers in 10 KB ran the parser out of stack, and the text
+    part before them, its words and its risk flags, was lost (found by an attack)."""
+    chain = b"Content-Type: message/rfc822\r\n\r\n" * 300
+    raw = (b"From: Ann <ann@x.example>\r\nTo: desk@acme.example\r\nSubject: invoice\r\n"
+           b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n"
+           b"--B\r\nContent-Type: text/plain\r\n\r\nPlease update our bank details. quinceword\r\n"
+           b"--B\r\nContent-Type: message/rfc822\r\n\r\n" + chain + b"deep\r\n--B--\r\n")
+    parsed = parse_message(raw)
+    assert "quinceword" in parsed.text
+    assert len(parsed.attachments) == 1
+    assert not any(d.startswith("body unreadable") for d in parsed.defects)
 
 
 def test_a_huge_html_body_is_rendered_in_part():
