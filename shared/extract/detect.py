@@ -97,7 +97,10 @@ def detect_type(content_type: str | None, filename: str | None, content: bytes
     """
     hinted = _hint(content_type, filename)
     head = content[:1024]
-    if b"%PDF-" in head:
+    # PDF readers take a header within the first 1,024 bytes; a text, CSV, HTML or email that
+    # merely mentions "%PDF-1.7" there stays what it says it is (an attached email with that
+    # in its subject ended "corrupt": found by an attack).
+    if head.startswith(b"%PDF-") or (b"%PDF-" in head and hinted not in _TEXT_TYPES):
         return _T.PDF
     if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
         return _T.RTF

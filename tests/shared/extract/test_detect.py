@@ -75,3 +75,17 @@ def test_the_real_office_files_are_recognised_without_a_label(kit):
     folder = kit / "corpus" / "attachments" / "tika"
     assert {name: detect_type(OCTET, None, (folder / name).read_bytes())
             for name in expected} == expected
+
+
+@pytest.mark.parametrize(("content_type", "filename", "expected"), [
+    ("message/rfc822", None, AttachmentType.EML), ("text/plain", "notes.txt", AttachmentType.TXT),
+    (OCTET, "page.html", AttachmentType.HTML)])
+def test_text_that_mentions_a_pdf_header_stays_text(content_type, filename, expected):
+    """An attached email whose subject said "Your %PDF-1.7 statement" was read as a PDF and
+    ended corrupt (found by an attack)."""
+    content = b"Subject: Your %PDF-1.7 statement\r\n\r\nBug: files starting with %PDF-1.4 fail.\r\n"
+    assert detect_type(content_type, filename, content) is expected
+
+
+def test_a_pdf_with_junk_before_its_header_is_still_a_pdf():
+    assert detect_type(OCTET, None, b"\r\n\x00junk " + documents.pdf(["x"])) is AttachmentType.PDF
