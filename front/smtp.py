@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -398,10 +399,16 @@ class _Handler:
             if not self.checking[ip]:
                 del self.checking[ip]
         protocol = "ESMTP" if session.extended_smtp else "SMTP"
+        # A message without Message-ID gets one, as a receiving MTA may (RFC 5321 section
+        # 6.3): without it a reply could not say what it answers, and the other side could not
+        # thread it (found by a new user; Python's smtplib sends none). Made from the bytes, so
+        # the same message delivered again gets the same id and is stored once.
+        minted = "" if _MESSAGE_ID.search(_header_block(raw)) else \
+            f"Message-ID: <{_digest(raw)}@{self.authserv_id}>\r\n"
         trace = (f"Received: from {session.host_name or 'unknown'} ([{ip}])\r\n"
                  f"\tby {self.authserv_id} (Pylota Mail) with {protocol}"
                  f"{'S' if session.ssl else ''}; {format_datetime(datetime.now(UTC))}\r\n"
-                 f"{results}\r\n").encode("utf-8", "replace")
+                 f"{results}\r\n{minted}").encode("utf-8", "replace")
         stored = trace + without_our_results(raw, self.authserv_id)
         identities: dict[str, str] = getattr(envelope, "identities", {})
         try:
@@ -428,6 +435,19 @@ class _Handler:
             log.error("smtp_store_failed", error=type(exc).__name__)
             return "451 4.3.0 Temporary failure, try again later"
         return "250 2.0.0 OK: stored"
+
+
+_MESSAGE_ID = re.compile(rb"^message-id[ \t]*:", re.IGNORECASE | re.MULTILINE)
+
+
+def _digest(raw: bytes) -> str:
+    """32 hex digits of the message's bytes, line endings aside (as ingest's duplicate check)."""
+    return hashlib.sha256(raw.replace(b"\r\n", b"\n").rstrip(b"\n")).hexdigest()[:32]
+
+
+def _header_block(raw: bytes) -> bytes:
+    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
+    return raw[:min(ends)] if ends else raw
 
 
 @contextlib.asynccontextmanager

@@ -153,6 +153,28 @@ async def test_a_message_sent_with_smtplib_is_stored_and_mail_wait_returns_it(
     assert "dmarc=pass" in verdict
 
 
+async def test_a_message_without_message_id_gets_one(listener: Listener,
+                                                     conn: asyncpg.Connection):
+    """Python's smtplib sends none, and a reply to such mail could not say what it answers
+    (found by a new user)."""
+    raw = (b"From: Jo <jo@sender.example>\r\nTo: desk@acme.example\r\nSubject: no id\r\n"
+           b"\r\nHello.\r\n")
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, raw, [DESK])
+    message_id = await conn.fetchval("SELECT rfc_message_id FROM messages")
+    assert message_id is not None and message_id.endswith(f"@{AUTHSERV}")
+    # delivered again (a retry), it is the same message: the id is made from its bytes
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, raw, [DESK])
+    assert await conn.fetchval("SELECT count(*) FROM messages") == 1
+    # one that has its own keeps it, whatever the field's case
+    async with asyncio.timeout(WAIT):
+        await asyncio.to_thread(listener.send, raw.replace(b"Subject: no id",
+                                b"Subject: own id\r\nMESSAGE-ID: <own@sender.example>"), [DESK])
+    assert await conn.fetchval("SELECT count(*) FROM messages WHERE rfc_message_id ="
+                               " 'own@sender.example'") == 1
+
+
 async def test_the_same_message_delivered_twice_is_stored_once(listener: Listener):
     raw = message(subject="Twice")
     async with asyncio.timeout(WAIT):
