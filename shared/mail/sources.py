@@ -199,56 +199,64 @@ def _chain(first_line: bytes, stream: BinaryIO) -> Iterator[bytes]:
 
 def _split_mbox(origin: str, pieces: Iterable[bytes], *, mboxrd: bool) -> Iterator[SourceItem]:
     number = 0
-    message: list[bytes] = []
-    size = 0  # bytes of the message so far; past MAX_MESSAGE_BYTES the rest is only skipped
+    # One buffer a message, not one bytes object a line: 30 million short lines in a 61 KB
+    # .mbox.gz took 4.3 GB that way (found by an attack).
+    message = _Message()
     started = False  # a separator was seen, so ``message`` is a message even if empty
     previous_empty = True  # the start of the file counts as "after an empty line"
     line_start = True  # the piece begins a line (the one before it ended one)
     try:
         for piece in pieces:
             if line_start and previous_empty and _is_separator(piece):
-                if started or _has_text(message) or size > MAX_MESSAGE_BYTES:
+                if started or message.has_text or message.size > MAX_MESSAGE_BYTES:
                     number += 1
-                    yield _finished(f"{origin}#{number}", message, size)
-                message, size = [], 0
+                    yield message.finished(f"{origin}#{number}")
+                message = _Message()
                 started = True
             else:
                 if line_start and mboxrd and _MBOXRD_QUOTED_FROM.match(piece):
                     piece = piece[1:]
-                size += len(piece)
-                if size <= MAX_MESSAGE_BYTES:
-                    message.append(piece)
-                elif message:
-                    message = []  # too large: what was read goes now
+                message.add(piece)
             previous_empty = line_start and piece in (b"\n", b"\r\n")
             line_start = piece.endswith(b"\n")
     except (OSError, EOFError, zlib.error) as exc:
         yield SourceItem(f"{origin}#{number + 1}", None, f"unreadable: {_reason(exc)}")
         return
-    if started or _has_text(message) or size > MAX_MESSAGE_BYTES:
+    if started or message.has_text or message.size > MAX_MESSAGE_BYTES:
         number += 1
-        yield _finished(f"{origin}#{number}", message, size)
+        yield message.finished(f"{origin}#{number}")
     elif number == 0:
         yield SourceItem(origin, None, "no messages: the mbox file is empty")
 
 
-def _finished(origin: str, lines: list[bytes], size: int) -> SourceItem:
-    if size > MAX_MESSAGE_BYTES:
-        return SourceItem(origin, None, TOO_LARGE)
-    return SourceItem(origin, _join(lines), None)
+class _Message:
+    """One message of an mbox being read: its bytes in one buffer, up to MAX_MESSAGE_BYTES;
+    past them only counted."""
 
+    __slots__ = ("buffer", "size", "has_text", "last_empty")
 
-def _join(lines: list[bytes]) -> bytes:
-    # The empty line before a separator belongs to the mbox format, not to the message
-    # (RFC 4155 section 2; mailbox.mbox drops it too).
-    if lines and lines[-1] in (b"\n", b"\r\n"):
-        lines = lines[:-1]
-    return b"".join(lines)
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.size = 0  # bytes of the message so far
+        # Text before the first separator is kept as a message rather than dropped silently.
+        self.has_text = False
+        self.last_empty = 0  # length of the last piece when it was an empty line, else 0
 
+    def add(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.size <= MAX_MESSAGE_BYTES:
+            self.buffer += piece
+        elif self.buffer:
+            self.buffer = bytearray()  # too large: what was read goes now
+        self.has_text = self.has_text or bool(piece.strip())
+        self.last_empty = len(piece) if piece in (b"\n", b"\r\n") else 0
 
-def _has_text(lines: list[bytes]) -> bool:
-    # Text before the first separator is kept as a message rather than dropped silently.
-    return any(line.strip() for line in lines)
+    def finished(self, origin: str) -> SourceItem:
+        if self.size > MAX_MESSAGE_BYTES:
+            return SourceItem(origin, None, TOO_LARGE)
+        # The empty line before a separator belongs to the mbox format, not to the message
+        # (RFC 4155 section 2; mailbox.mbox drops it too).
+        return SourceItem(origin, bytes(self.buffer[:len(self.buffer) - self.last_empty]), None)
 
 
 def _is_separator(line: bytes) -> bool:
