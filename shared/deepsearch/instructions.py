@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from shared.mail.plain import plain
+
 __all__ = ["addresses_the_reader"]
 
 _PATTERNS = re.compile("|".join((
@@ -29,5 +31,7 @@ _PATTERNS = re.compile("|".join((
 
 
 def addresses_the_reader(text: str) -> bool:
-    """Whether ``text`` gives instructions to an AI reader (see the module docstring)."""
-    return _PATTERNS.search(text) is not None
+    """Whether ``text`` gives instructions to an AI reader (see the module docstring), read
+    as triage reads text (``shared.mail.plain``): a zero-width space inside "ignore" got past
+    the check (found by an attack)."""
+    return _PATTERNS.search(plain(text)) is not None

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -58,6 +57,7 @@ import msgspec
 
 from shared.mail.judged import Triage, Trust
 from shared.mail.model import ParsedMessage
+from shared.mail.plain import plain
 from shared.mail.prefilter import Gated, Scanned
 from shared.mail.spam import SPAM_SCORE, content_signals, trust_signals
 
@@ -237,24 +237,6 @@ def input_of(parsed: ParsedMessage, new_text: str, trust: Trust | None = None) -
 #: category Cf, tags included), combining marks left over once NFKC has composed what it can
 #: (the grapheme joiner, variation selectors, stray accents), and the blank fillers (Hangul,
 #: Braille). Two attacks found these one range at a time.
-_INVISIBLE = re.compile(
-    "[\u00ad\u0300-\u036f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
-    "\u17b4\u17b5\u180b-\u180f\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u20d0-\u20ff\u2800\u3164\ufe00-\ufe0f\ufe20-\ufe2f\ufeff\uffa0"
-    "\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
-
-
-def _plain(text: str) -> str:
-    """``text`` as triage's patterns read it: compatibility forms folded (NFKC: a no-break space
-    is a space, a fullwidth ＠ an @, a letter and its accent one letter) and what is left
-    invisible dropped (:data:`_INVISIBLE`), so a character that looks like nothing or like
-    another does not hide a word from them. ASCII text is returned as it is. Look-alike
-    letters of other scripts (a Cyrillic о) are not mapped."""
-    if text.isascii():
-        return text
-    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
-
-
 def _header(fields: dict[str, list[str]], name: str) -> list[str]:
     return [v.strip().lower() for v in fields.get(name, ())]
 
@@ -311,9 +293,9 @@ def draft_of(msg: TriageInput) -> TriageDraft:
     """The trust-free part of :func:`triage` for ``msg`` (whose ``trust`` is not read). Pure;
     never raises."""
     fields = _by_name(msg.headers)
-    text = _plain(msg.text[:TEXT_CHARS])
-    msg = dataclasses.replace(msg, subject=_plain(msg.subject[:FIELD_CHARS]),
-                              from_name=_plain((msg.from_name or "")[:FIELD_CHARS]) or None)
+    text = plain(msg.text[:TEXT_CHARS])
+    msg = dataclasses.replace(msg, subject=plain(msg.subject[:FIELD_CHARS]),
+                              from_name=plain((msg.from_name or "")[:FIELD_CHARS]) or None)
     listed = any(_header(fields, name) for name in _DISCUSSION_HEADERS) or (
         "list" in _header(fields, "precedence")) or any(
         _LIST_OWNER.search(v) for v in _header(fields, "sender"))
