@@ -147,12 +147,19 @@ def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Header
 
 
 def _header_error(rest: RestRoute, error: PylotaError) -> PylotaError:
-    """An invalid argument that came from a header, said of the header."""
+    """An invalid argument that came from a header, said of the header; one that came from a
+    renamed query parameter (``timeout``), said of the parameter (it was named by the tool's
+    argument, ``timeout_seconds``, which the caller never wrote: found by an attack)."""
     path = error.details.get("path") if error.code is ErrorCode.INVALID_REQUEST else None
     for header, bound in rest.headers.items():
         if path == bound.argument:
             return PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is not valid.",
                                fix=bound.fix, details={"header": header})
+    for param, argument in rest.query.items():
+        if path == argument:
+            return PylotaError(ErrorCode.INVALID_REQUEST, error.message.replace(argument, param),
+                               fix=(error.fix or "").replace(argument, param) or None,
+                               details={**error.details, "path": param})
     return error
 
 

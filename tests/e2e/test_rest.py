@@ -191,6 +191,14 @@ async def test_errors_are_the_envelope_with_the_codes_status(demo):
                             json={"q": "x", "identity": "someone"}, headers=auth(demo["token"]))
     assert twice.status_code == 400 and twice.json()["error"]["details"] == {"path": "identity"}
 
+    # a renamed query parameter is named as the caller wrote it (found by an attack)
+    long_wait = await http.get(f"/v1/identities/{demo['identity_id']}/wait",
+                               params={"timeout": 61}, headers=auth(demo["token"]))
+    error = long_wait.json()["error"]
+    assert long_wait.status_code == 400 and error["details"] == {"path": "timeout"}
+    assert "timeout_seconds" not in error["message"] + error["fix"]
+    assert "Give timeout as" in error["fix"]
+
 
 async def test_requests_no_route_takes_write_their_log_line(demo, capfd):
     """A 404 or 405 of the API answered with a request id but wrote no ``request`` line (found by
