@@ -67,6 +67,7 @@ _BY_CONTENT_TYPE: dict[str, AttachmentType] = {
     "text/html": _T.HTML,
     "application/xhtml+xml": _T.HTML,
     "message/rfc822": _T.EML,
+    "message/global": _T.EML,
 }
 
 #: The zip member that makes an Office Open XML package a document, workbook or presentation

@@ -53,10 +53,10 @@ from shared.mail.budget import MAX_HTML_CHARS, apply_budget
 from shared.mail.htmltext import html_to_text
 from shared.mail.model import Address, ParsedAttachment, ParsedMessage
 
-__all__ = ["CHARSET_ALIASES", "EARLIEST_DATE", "MAX_ADDRESS_CHARS", "MAX_DATE_LEAD", "MAX_HEADERS",
-           "MAX_HEADER_CHARS", "MAX_MSG_IDS", "MAX_MSG_ID_CHARS", "MAX_NAME_CHARS",
-           "MAX_SUBJECT_CHARS", "PLACEHOLDER", "BARE_CR_DEFECT", "bare_cr_in_header", "parse_message",
-           "unparsed"]
+__all__ = ["ATTACHED_MESSAGE_TYPES", "CHARSET_ALIASES", "EARLIEST_DATE", "MAX_ADDRESS_CHARS",
+           "MAX_DATE_LEAD", "MAX_HEADERS", "MAX_HEADER_CHARS", "MAX_MSG_IDS", "MAX_MSG_ID_CHARS",
+           "MAX_NAME_CHARS", "MAX_SUBJECT_CHARS", "PLACEHOLDER", "BARE_CR_DEFECT",
+           "bare_cr_in_header", "parse_message", "unparsed"]
 
 MAX_HEADERS = 200
 MAX_HEADER_CHARS = 2000
@@ -550,6 +550,12 @@ def _first_received(headers: list[tuple[str, str]], received: datetime, defects:
 # Body and attachments ----------------------------------------------------------------------------
 
 
+#: Parts that are a whole message attached: RFC 2046's, and its internationalised form (RFC
+#: 6532 section 3.7), which EAI mailers forward with and which vanished, neither body nor
+#: attachment (found by an attack).
+ATTACHED_MESSAGE_TYPES = frozenset({"message/rfc822", "message/global"})
+
+
 class _Leaf(NamedTuple):
     """A leaf part with what every reader needs, each header read once (the default policy parses
     a header again on every access)."""
@@ -563,7 +569,7 @@ class _Leaf(NamedTuple):
     @property
     def attachment(self) -> bool:
         return (self.disposition == "attachment" or self.filename is not None
-                or self.content_type == "message/rfc822")
+                or self.content_type in ATTACHED_MESSAGE_TYPES)
 
 
 def _leaves(msg: Message) -> Iterator[_Leaf]:
@@ -678,7 +684,7 @@ def _filename(filename: str | None, defects: _Defects) -> str | None:
 def _part_bytes(leaf: _Leaf) -> bytes:
     """The decoded payload (RFC 2045 section 6; ``x-uuencode`` too, by ``email``), byte-exact."""
     part = leaf.part
-    if leaf.content_type == "message/rfc822" and part.is_multipart():
+    if leaf.content_type in ATTACHED_MESSAGE_TYPES and part.is_multipart():
         # The parser does not keep an attached message's original bytes; regenerate them without
         # refolding so that they stay as close to the original as the model allows.
         regenerated = b"".join(

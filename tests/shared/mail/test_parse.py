@@ -565,3 +565,16 @@ def test_a_utf8_address_of_smtputf8_mail_is_kept() -> None:
     parsed = parse_message("From: Jösé <jösé@exämple.test>\r\nTo: desk@acme.example\r\n"
                            "Subject: hi\r\n\r\nbody\r\n".encode())
     assert parsed.from_ == Address(address="jösé@exämple.test", name="Jösé")
+
+
+def test_an_attached_internationalised_message_is_an_attachment() -> None:
+    """message/global (RFC 6532), how EAI mailers forward, was neither body nor attachment."""
+    raw = (b"From: a@example.com\r\nSubject: fwd\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/mixed; boundary=B\r\n\r\n"
+           b"--B\r\nContent-Type: text/plain\r\n\r\nSee below.\r\n"
+           b"--B\r\nContent-Type: message/global\r\n\r\n"
+           b"From: j\xc3\xb6rg@b\xc3\xbccher.example\r\nSubject: Gr\xc3\xbc\xc3\x9fe\r\n\r\nHallo.\r\n"
+           b"--B--\r\n")
+    [attached] = parse_message(raw).attachments
+    assert attached.content_type == "message/global"
+    assert b"Hallo." in attached.content and attached.content.startswith(b"From: ")
