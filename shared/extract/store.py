@@ -39,6 +39,7 @@ from shared.extract.limits import DEFAULT_LIMITS, MAX_ATTEMPTS, Limits
 from shared.extract.outcome import Outcome, Reason, TextStatus
 from shared.extract.sandbox import extract
 from shared.logs import get_logger
+from shared.mail.compound import index_terms
 from shared.mail.records import MessageRecord
 from shared.mail.store import (all_attachment_ids, attachment_file, attachment_identities,
                                attachment_twins, message_attachment_ids)
@@ -217,14 +218,18 @@ async def _twin_outcome(conn: asyncpg.Connection, attachment_id: str) -> Outcome
 async def _save(conn: asyncpg.Connection, attachment_id: str, attempts: int,
                 outcome: Outcome) -> bool:
     ready = outcome.status is TextStatus.READY
+    # The words inside its paths and file names too, as a message's (shared.mail.compound):
+    # "SwiftMailer" did not find a forwarded email's "Hello from SwiftMailer.docx" (found by
+    # a new user).
+    terms = index_terms("", None, "\n".join(outcome.pages)[:SEARCH_CHARS], ()) if ready else ""
     values = (attachment_id, attempts, outcome.status.value,
               outcome.reason.value if outcome.reason else None, outcome.kind, outcome.pages,
-              len(outcome.pages) if ready else None)
+              len(outcome.pages) if ready else None, terms)
     update = """UPDATE attachment_texts SET status = $3, reason = $4, kind = $5,
                   pages = $6::text[], total_pages = $7, extracted_at = now(),
                   tsv = CASE WHEN $3::text = 'ready' THEN to_tsvector(
-                        'en_unaccent', left(array_to_string($6::text[], E'\\n'), $8::integer))
-                        END
+                        'en_unaccent', left(array_to_string($6::text[], E'\\n'), $9::integer))
+                        || to_tsvector('en_unaccent', $8::text) END
                 WHERE attachment_id = $1 AND attempts = $2 AND status = 'pending'"""
     try:
         status = await conn.execute(update, *values, SEARCH_CHARS)

@@ -65,3 +65,19 @@ async def test_words_in_ready_attachment_text_find_the_message_and_why_says_so(m
     assert mids(box, await search(box, "indemnity -flood", "keyword")) == ["talk"]
     assert mids(box, await search(box, "indemnity has:attachment", "keyword")) == ["letter"]
     assert in_attachments(await search(box, "policy", "keyword")) == {}
+
+
+async def test_words_inside_file_names_and_paths_of_attachment_text_are_found(mailbox: Mailbox):
+    """A forwarded email's text listing "Hello from SwiftMailer.docx" was not found by
+    "SwiftMailer" (found by a new user): attachment text gets the words of its compound
+    tokens, as a message's text does."""
+    box = mailbox
+    await box.add("fwd", subject="Fwd: files", body="See the attached mail.",
+                  attachment=("old.txt", "text/plain",
+                              b"Attachments: Hello from SwiftMailer.docx, src/quuxlib/init.c"))
+    await extracted(box)
+    for q in ("SwiftMailer", "quuxlib"):
+        found = await search(box, q, "keyword")
+        assert mids(box, found) == ["fwd"], q
+        assert in_attachments(found) == {box.ids["fwd"]: [
+            await box.conn.fetchval("SELECT id FROM attachments WHERE filename = 'old.txt'")]}
