@@ -1,8 +1,8 @@
 """Reading: the threads search ranked best, through ``shared.mail.store``, cut into sentences.
 
 Only a message's own words count (``new_text``: quoted history and signature removed by
-``shared.mail.quotes``), so a fact quoted in eight replies is one sentence of the message that
-first said it; a sentence repeated word for word by a later message is kept for the earliest
+``shared.mail.quotes``), and the ready text of its attachments after them (``shared.extract``),
+so a fact quoted in eight replies is one sentence of the message that first said it; a sentence repeated word for word by a later message is kept for the earliest
 only. Patches keep their description, the notes after ``---`` and the diffstat summary line
 ("17 files changed, 30 insertions(+), 30 deletions(-)"); the diff itself, the per-file diffstat
 lines, a cover letter's shortlog ("Suresh Jayaraman (10):" and the patch titles under it, each
@@ -22,6 +22,7 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
+from shared.extract.store import ready_texts
 from shared.mail.records import MessageRecord
 from shared.mail.store import get_thread, messages_by_ids, thread_page
 
@@ -141,13 +142,18 @@ def sentences_of(message: ReadMessage) -> list[Sentence]:
     return out
 
 
-def _read(record: MessageRecord) -> ReadMessage:
+def _read(record: MessageRecord, texts: dict[str, str]) -> ReadMessage:
+    # The ready text of its attachments follows its own words: an invoice's total is in the
+    # PDF, and deep search answered "insufficient_evidence" where mail_search found it (found
+    # by a new user). Said by the message's sender, who sent the file.
+    attached = [texts[a.id] for a in record.attachments if a.id in texts]
+    own = "\n\n".join([record.new_text, *attached]) if attached else record.new_text
     return ReadMessage(
         id=record.id, thread_id=record.thread_id, rfc_message_id=record.message_id,
         in_reply_to=tuple(record.in_reply_to), subject=record.subject,
         from_name=record.from_.name if record.from_ else None,
         from_address=record.from_.address if record.from_ else None, date=record.date,
-        own_text=record.new_text[:MAX_OWN_CHARS])
+        own_text=own[:MAX_OWN_CHARS])
 
 
 async def read_messages(conn: asyncpg.Connection, identity_ids: list[str],
@@ -155,10 +161,10 @@ async def read_messages(conn: asyncpg.Connection, identity_ids: list[str],
                         per_thread: int = MAX_THREAD_MESSAGES) -> list[ReadMessage]:
     """The messages of ``thread_ids`` (up to ``per_thread`` each, oldest first) and the messages
     ``message_ids``, once each, restricted to ``identity_ids``."""
-    found: dict[str, ReadMessage] = {}
+    records: dict[str, MessageRecord] = {}
     owners: dict[str, str] = {}
     for record in await messages_by_ids(conn, identity_ids, message_ids):
-        found[record.id] = _read(record)
+        records[record.id] = record
         owners[record.thread_id] = record.identity_id
     for thread_id in thread_ids:
         identity_id = owners.get(thread_id)
@@ -169,5 +175,7 @@ async def read_messages(conn: asyncpg.Connection, identity_ids: list[str],
             continue
         page, _ = await thread_page(conn, thread, offset=0, limit=per_thread, include_text=False)
         for record in page.messages:
-            found.setdefault(record.id, _read(record))
-    return sorted(found.values(), key=lambda m: (m.date, m.id))
+            records.setdefault(record.id, record)
+    texts = await ready_texts(conn, [a.id for r in records.values() for a in r.attachments],
+                              MAX_OWN_CHARS)
+    return sorted((_read(r, texts) for r in records.values()), key=lambda m: (m.date, m.id))

@@ -44,7 +44,7 @@ from shared.mail.records import MessageRecord
 from shared.mail.store import (all_attachment_ids, attachment_file, attachment_identities,
                                attachment_twins, message_attachment_ids)
 
-__all__ = ["SEARCH_CHARS", "PageText", "AttachmentText", "queue", "queue_missing",
+__all__ = ["SEARCH_CHARS", "PageText", "AttachmentText", "queue", "queue_missing", "ready_texts",
            "text_statuses", "with_text_status", "extract_pending", "attachment_text", "page_range"]
 
 _log = get_logger("extract")
@@ -108,6 +108,17 @@ async def text_statuses(conn: asyncpg.Connection, attachment_ids: list[str]
     rows = await conn.fetch("SELECT attachment_id, status FROM attachment_texts"
                             " WHERE attachment_id = any($1::text[])", attachment_ids)
     return {r["attachment_id"]: TextStatus(r["status"]) for r in rows}
+
+
+async def ready_texts(conn: asyncpg.Connection, attachment_ids: list[str], max_chars: int
+                      ) -> dict[str, str]:
+    """The text of each ready one of ``attachment_ids`` (its pages joined by blank lines, its
+    first ``max_chars`` characters); attachments without ready text are absent."""
+    rows = await conn.fetch(
+        "SELECT attachment_id, left(array_to_string(pages, E'\\n\\n'), $2) AS text"
+        " FROM attachment_texts WHERE attachment_id = any($1::text[]) AND status = 'ready'",
+        attachment_ids, max_chars)
+    return {r["attachment_id"]: r["text"] for r in rows if r["text"].strip()}
 
 
 async def with_text_status(conn: asyncpg.Connection, records: list[MessageRecord]) -> None:

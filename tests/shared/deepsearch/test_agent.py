@@ -4,6 +4,7 @@ instructions."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import asyncpg
@@ -11,8 +12,12 @@ import msgspec
 import pytest
 
 from shared.deepsearch import BuiltinBackend, DeepSearchRequest, DeepSearchResult, deep_search
+from shared.embeddings.embedder import HashEmbedder
+from shared.embeddings.store import embed_pending
+from shared.extract.store import extract_pending
 from shared.search.semantic import SemanticEngine
 from tests.shared.deepsearch.conftest import HIJACK
+from tests.shared.extract import documents
 from tests.shared.search.conftest import Mailbox
 
 BUDGET_QUESTION = "What is the budget for the Q3 offsite?"
@@ -70,6 +75,24 @@ async def test_answered_cites_the_message_that_states_it(box: Mailbox, pool: Dat
     assert result.usage.steps == len(result.trace) <= 6
     assert result.usage.searches == sum(t.action == "search" for t in result.trace)
     assert result.usage.messages_read >= 1 and result.usage.model_tokens is None
+
+
+async def test_the_text_of_an_attachment_is_evidence(box: Mailbox, pool: Database,
+                                                     engine: SemanticEngine) -> None:
+    """The total was in the PDF, and deep search answered insufficient_evidence where
+    mail_search found it (found by a new user)."""
+    await box.add("hire", sender="Fleet Desk <fleet@vanhire.example>",
+                  subject="Your van hire invoice", body="Please find the invoice attached.",
+                  date="Fri, 11 Sep 2026 10:00:00 +0000",
+                  attachment=("invoice.pdf", "application/pdf", documents.pdf(
+                      ["Van hire invoice VH-881", "The total due for the van hire is 1,240.00 EUR."])))
+    async with asyncio.timeout(120):
+        await extract_pending(pool)
+    await embed_pending(pool, HashEmbedder())
+    result, _ = await ask(pool, engine, box, "How much is the total due for the van hire?")
+    assert result.status == "answered", result.trace
+    assert "1,240.00 EUR" in result.answer
+    assert [box.mids([e.message_id]) for e in result.evidence] == [{"hire"}]
 
 
 async def test_mail_that_gives_instructions_is_not_evidence(box: Mailbox, pool: Database,
