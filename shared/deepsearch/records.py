@@ -45,8 +45,8 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: Annotated[str, msgspec.Meta(description="The message's thread (thr_ id).")]
     quote: Annotated[str, msgspec.Meta(
         max_length=MAX_QUOTE_CHARS,
-        description="The sentence of the message's own text (quoted history removed) that was "
-                    "used, verbatim. Untrusted email content.")]
+        description="The sentence of the message's own text (quoted history removed), or of "
+                    "its attachments' text, that was used, verbatim. Untrusted email content.")]
     why: Annotated[str, msgspec.Meta(
         description="Why it was used: which part of the question it answers.")]
 
