@@ -6,7 +6,8 @@ claims pending rows one at a time, extracts the file in the sandbox *outside any
 stores ``ready``, ``unavailable`` or ``skipped`` (``shared.extract.outcome``);
 :func:`attachment_text` reads the pages ``mail_get_attachment_text`` returns.
 
-Claiming, safe with any number of workers: a short transaction picks pending rows with
+Claiming, safe with any number of workers: a short transaction picks pending rows, each
+identity's files taking turns (the lowest ``turn`` first, then the oldest), with
 ``FOR UPDATE SKIP LOCKED``, takes a session advisory lock on the first one no other worker
 holds, counts the attempt and commits. The lock is held, on the worker's connection, while the
 file is extracted; a worker that dies loses its connection and with it the lock, so the row is
@@ -88,10 +89,18 @@ async def queue(conn: asyncpg.Connection, attachment_ids: list[str]) -> int:
     """Queue attachments for extraction (``pending``); ids already queued or unknown are
     ignored. Returns how many were queued."""
     identities = await attachment_identities(conn, attachment_ids)
+    known = [i for i in dict.fromkeys(attachment_ids) if i in identities]  # in the order given
+    # Each identity's files take turns (migration 0022): the n-th file an identity has waiting
+    # gets turn n, so one identity's 499 files do not hold every other's first.
     status = await conn.execute(
-        "INSERT INTO attachment_texts (attachment_id, identity_id)"
-        " SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
-        list(identities), list(identities.values()))
+        """INSERT INTO attachment_texts (attachment_id, identity_id, turn)
+           SELECT q.id, q.identity_id,
+                  (SELECT count(*) FROM attachment_texts w
+                   WHERE w.identity_id = q.identity_id AND w.status = 'pending')
+                  + row_number() OVER (PARTITION BY q.identity_id ORDER BY q.n) - 1
+           FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(id, identity_id, n)
+           ON CONFLICT DO NOTHING""",
+        known, [identities[i] for i in known])
     return int(status.rsplit(" ", 1)[-1])
 
 
@@ -173,7 +182,7 @@ async def _claim(conn: asyncpg.Connection) -> tuple[str, int] | None:
     async with conn.transaction():
         candidates = await conn.fetch(
             """SELECT attachment_id FROM attachment_texts WHERE status = 'pending'
-               ORDER BY queued_at, attachment_id LIMIT $1 FOR UPDATE SKIP LOCKED""",
+               ORDER BY turn, queued_at, attachment_id LIMIT $1 FOR UPDATE SKIP LOCKED""",
             _CLAIM_CANDIDATES)
         for row in candidates:
             attachment_id = row["attachment_id"]

@@ -345,3 +345,20 @@ async def test_bytes_the_identity_already_has_take_their_text_without_a_second_r
                                    "desk@beta.example")).id
     await mail_with(conn, other, [("letter.pdf", "application/pdf", letter)])
     assert await drained(pool) == 1 and read == ["letter.pdf"]
+
+
+async def test_each_identitys_files_take_turns(conn, pool, identity_id):
+    """One first-in, first-out queue let a message of 499 text files hold another tenant's
+    contract for 90 s (found by an attack): files take turns by identity (migration 0022)."""
+    await mail_with(conn, identity_id, [(f"f{n}.txt", "text/plain", f"file {n}".encode())
+                                        for n in range(10)])
+    other = (await create_identity(conn, (await create_tenant(conn, "beta")).id,
+                                   "boss@beta.example")).id
+    _, [contract] = await mail_with(conn, other, [("contract.txt", "text/plain", b"signed")])
+    assert await drained(pool, limit=2) == 2
+    assert await conn.fetchval("SELECT status FROM attachment_texts WHERE attachment_id = $1",
+                               contract) == "ready"
+    # and the first identity's files are still read oldest first
+    assert await conn.fetchval(
+        "SELECT a.filename FROM attachment_texts t JOIN attachments a ON a.id = t.attachment_id"
+        " WHERE t.status = 'ready' AND t.identity_id = $1", identity_id) == "f0.txt"
