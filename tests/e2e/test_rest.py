@@ -317,7 +317,8 @@ async def test_wait_streams_as_sse_or_answers_a_long_poll(demo):
     polled = await http.get(path, params={"timeout": "1"}, headers=auth(demo["token"]))
     assert polled.status_code == 200 and polled.json()["timed_out"] is True
     bad = await http.get(path, params={"timeout": "0"}, headers=auth(demo["token"]))
-    assert bad.status_code == 400 and bad.json()["error"]["details"] == {"path": "timeout_seconds"}
+    # named as the caller wrote it, not by the tool's argument (timeout_seconds)
+    assert bad.status_code == 400 and bad.json()["error"]["details"] == {"path": "timeout"}
 
 
 async def test_one_rl_api_budget_across_both_surfaces(db_url, conn):
