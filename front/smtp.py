@@ -59,7 +59,7 @@ from shared.errors import PylotaError
 from shared.logs import get_logger
 from shared.ingest.pipeline import ingest_raw
 from shared.mail.auth_results import parse_auth_results
-from shared.mail.parse import bare_cr_in_header
+from shared.mail.parse import bare_cr_in_header, header_block
 from shared.mail.trust import TrustPolicy
 from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
@@ -403,7 +403,7 @@ class _Handler:
         # 6.3): without it a reply could not say what it answers, and the other side could not
         # thread it (found by a new user; Python's smtplib sends none). Made from the bytes, so
         # the same message delivered again gets the same id and is stored once.
-        minted = "" if _MESSAGE_ID.search(_header_block(raw)) else \
+        minted = "" if _MESSAGE_ID.search(header_block(raw)) else \
             f"Message-ID: <{_digest(raw)}@{self.authserv_id}>\r\n"
         trace = (f"Received: from {session.host_name or 'unknown'} ([{ip}])\r\n"
                  f"\tby {self.authserv_id} (Pylota Mail) with {protocol}"
@@ -443,11 +443,6 @@ _MESSAGE_ID = re.compile(rb"^message-id[ \t]*:", re.IGNORECASE | re.MULTILINE)
 def _digest(raw: bytes) -> str:
     """32 hex digits of the message's bytes, line endings aside (as ingest's duplicate check)."""
     return hashlib.sha256(raw.replace(b"\r\n", b"\n").rstrip(b"\n")).hexdigest()[:32]
-
-
-def _header_block(raw: bytes) -> bytes:
-    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
-    return raw[:min(ends)] if ends else raw
 
 
 @contextlib.asynccontextmanager

@@ -91,14 +91,19 @@ async def queue(conn: asyncpg.Connection, attachment_ids: list[str]) -> int:
     identities = await attachment_identities(conn, attachment_ids)
     known = [i for i in dict.fromkeys(attachment_ids) if i in identities]  # in the order given
     # Each identity's files take turns (migration 0022): the n-th file an identity has waiting
-    # gets turn n, so one identity's 499 files do not hold every other's first.
+    # gets turn n, so one identity's 499 files do not hold every other's first. Its waiting
+    # files are counted once per identity, not once per file queued.
     status = await conn.execute(
-        """INSERT INTO attachment_texts (attachment_id, identity_id, turn)
-           SELECT q.id, q.identity_id,
-                  (SELECT count(*) FROM attachment_texts w
-                   WHERE w.identity_id = q.identity_id AND w.status = 'pending')
+        """WITH q AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY
+                      AS q(id, identity_id, n)),
+                waiting AS (SELECT w.identity_id, count(*) AS n FROM attachment_texts w
+                            WHERE w.status = 'pending'
+                              AND w.identity_id IN (SELECT identity_id FROM q)
+                            GROUP BY w.identity_id)
+           INSERT INTO attachment_texts (attachment_id, identity_id, turn)
+           SELECT q.id, q.identity_id, coalesce(waiting.n, 0)
                   + row_number() OVER (PARTITION BY q.identity_id ORDER BY q.n) - 1
-           FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(id, identity_id, n)
+           FROM q LEFT JOIN waiting USING (identity_id)
            ON CONFLICT DO NOTHING""",
         known, [identities[i] for i in known])
     return int(status.rsplit(" ", 1)[-1])

@@ -56,7 +56,7 @@ from shared.mail.model import Address, ParsedAttachment, ParsedMessage
 __all__ = ["ATTACHED_MESSAGE_TYPES", "CHARSET_ALIASES", "EARLIEST_DATE", "MAX_ADDRESS_CHARS",
            "MAX_DATE_LEAD", "MAX_HEADERS", "MAX_HEADER_CHARS", "MAX_MSG_IDS", "MAX_MSG_ID_CHARS",
            "MAX_NAME_CHARS", "MAX_SUBJECT_CHARS", "PLACEHOLDER", "BARE_CR_DEFECT",
-           "bare_cr_in_header", "parse_message", "unparsed"]
+           "bare_cr_in_header", "header_block", "parse_message", "unparsed"]
 
 MAX_HEADERS = 200
 MAX_HEADER_CHARS = 2000
@@ -263,11 +263,17 @@ BARE_CR_DEFECT = "header: a bare CR (a line break only some readers see)"
 _BARE_CR = re.compile(rb"\r(?!\n)")
 
 
+def header_block(raw: bytes) -> bytes:
+    """The header block of ``raw``: everything before its first empty line (all of it when
+    there is none)."""
+    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
+    return raw[:min(ends)] if ends else raw
+
+
 def bare_cr_in_header(raw: bytes) -> bool:
     """Whether the header block of ``raw`` holds a CR not followed by LF (:data:`BARE_CR_DEFECT`);
     the SMTP listener refuses such mail."""
-    ends = [i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0]
-    return _BARE_CR.search(raw, 0, min(ends) if ends else len(raw)) is not None
+    return _BARE_CR.search(header_block(raw)) is not None
 
 
 
