@@ -7,6 +7,9 @@ The session, rung by rung:
 2. ``RCPT TO`` is accepted only for an address of an active or paused identity; anything else
    gets ``550 5.1.1`` at once, so the listener is never an open relay and nothing is stored for
    an unknown recipient. More than :data:`MAX_RECIPIENTS` get ``452`` (section 4.5.3.1.10).
+   A client that named more than :data:`MAX_UNKNOWN_RECIPIENTS_PER_MINUTE` unknown addresses
+   gets ``450`` for every recipient, known or not, until its minute clears: probing which
+   addresses exist (a directory harvest) learns nothing more.
 3. At the end of DATA the message is checked, before anything is stored: SPF (RFC 7208, pyspf) for
    the client's IP, HELO and MAIL FROM; DKIM (RFC 6376, dkimpy); DMARC (RFC 7489, authheaders)
    from both. Our verdict is prepended as ``Authentication-Results: <authserv-id>; spf=…;
@@ -50,6 +53,9 @@ import dns.exception
 import dns.resolver
 import spf
 from aiosmtpd.smtp import SMTP, Envelope, Session
+from limits import RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -64,7 +70,7 @@ from shared.mail.trust import TrustPolicy
 from shared.outbound.bounces import absorb_report
 from shared.tenancy.store import identity_of_address
 
-__all__ = ["MAX_RECIPIENTS", "CHECK_SECONDS", "CHECK_THREADS", "MAX_CHECKS_PER_CLIENT",
+__all__ = ["MAX_RECIPIENTS", "MAX_UNKNOWN_RECIPIENTS_PER_MINUTE", "CHECK_SECONDS", "CHECK_THREADS", "MAX_CHECKS_PER_CLIENT",
            "MAX_LINE_BYTES", "LARGE_MESSAGE_BYTES", "DnsTemporaryError", "Resolver",
            "SystemResolver", "authentication_results", "without_our_results", "smtp_listener",
            "serve_smtp"]
@@ -73,6 +79,11 @@ log = get_logger("front.smtp")
 
 #: Recipients accepted in one transaction (RFC 5321 section 4.5.3.1.8 asks for at least 100).
 MAX_RECIPIENTS = 100
+#: Unknown recipients one client address may name in a minute (a moving window, counted by
+#: each listener process). Past it, every RCPT from that address gets ``450 4.7.1``: a server
+#: retrying real mail comes back later, a harvester learns nothing more. Postfix stops a
+#: session after 20 errors (``smtpd_hard_error_limit``).
+MAX_UNKNOWN_RECIPIENTS_PER_MINUTE = 20
 #: Seconds of DNS one message's SPF, DKIM and DMARC checks may spend, all lookups together; a
 #: lookup asked past it is a temporary error (``temperror``). A sender whose SPF chains slow
 #: includes held a check for 40 s and more (found by an attack).
@@ -337,6 +348,11 @@ def _printable(hostname: str) -> bool:
     return hostname.isprintable() and len(hostname) <= 255
 
 
+def _client_address(session: Session) -> str:
+    """The client's IP address (aiosmtpd's peer is ``(host, port)`` on TCP)."""
+    return session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
+
+
 class _Handler:
     """aiosmtpd handler: the RCPT and DATA rungs of the module docstring."""
 
@@ -352,17 +368,25 @@ class _Handler:
         self.checks = ThreadPoolExecutor(max_workers=CHECK_THREADS,
                                          thread_name_prefix="smtp-checks")
         self.large = asyncio.Lock()  # held while a message over LARGE_MESSAGE_BYTES is handled
+        self.unknown = MovingWindowRateLimiter(MemoryStorage())
+        self.unknown_per_minute = RateLimitItemPerMinute(MAX_UNKNOWN_RECIPIENTS_PER_MINUTE)
 
     async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
                           address: str, rcpt_options: list[str]) -> str:
         if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
             return "452 4.5.3 Too many recipients"
+        client = _client_address(session)
+        if not self.unknown.test(self.unknown_per_minute, client):
+            return "450 4.7.1 Too many unknown recipients from this client, try again later"
         try:
             async with self.pool.acquire() as conn:
                 identity = await identity_of_address(conn, address)
         except (asyncpg.PostgresError, OSError, PylotaError):
             return "451 4.3.0 Temporary failure, try again later"
         if identity is None or identity.status not in _RECEIVING:
+            self.unknown.hit(self.unknown_per_minute, client)
+            if not self.unknown.test(self.unknown_per_minute, client):
+                log.warning("smtp_unknown_recipients_limited", client=client)
             return "550 5.1.1 No such mailbox here"
         identities: dict[str, str] = getattr(envelope, "identities", {})
         identities.setdefault(identity.id, address)
@@ -372,7 +396,7 @@ class _Handler:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
-        ip = session.peer[0] if isinstance(session.peer, tuple) else str(session.peer)
+        ip = _client_address(session)
         # aiosmtpd gives the null reverse-path of MAIL FROM:<> as "<>"
         mail_from = "" if envelope.mail_from in (None, "", "<>") else envelope.mail_from
         if bare_cr_in_header(raw):

@@ -20,7 +20,8 @@ from redis.asyncio import Redis
 
 from front import smtp
 import front.smtp
-from front.smtp import DnsTemporaryError, authentication_results, smtp_listener
+from front.smtp import (MAX_UNKNOWN_RECIPIENTS_PER_MINUTE, DnsTemporaryError, authentication_results,
+                        smtp_listener)
 from shared.db import open_database
 from shared.mail.store import raw_of
 from shared.outbound.delivery import RelayConfig, deliver_due
@@ -505,3 +506,26 @@ def test_a_results_field_with_bytes_outside_ascii_is_removed():
     raw = (b"Authentication-Results: \xa0" + AUTHSERV.encode() + b"; dkim=pass header.d=b.example"
            b"\r\nAuthentication-Results: other.example; spf=pass\r\nFrom: a@b.example\r\n\r\nx")
     assert results_of(smtp.without_our_results(raw, AUTHSERV)) == ["other.example; spf=pass"]
+
+
+async def test_a_client_naming_too_many_unknown_recipients_is_told_to_come_back_later(
+        listener: Listener):
+    """A directory harvest: past the minute's unknown recipients, every RCPT of that client,
+    known addresses included, gets 450, so probing tells nothing more."""
+    def probe() -> list[int]:
+        with smtplib.SMTP(listener.host, listener.port, local_hostname="mta.sender.example",
+                          timeout=WAIT) as client:
+            client.ehlo("mta.sender.example")
+            codes = []
+            for n in range(MAX_UNKNOWN_RECIPIENTS_PER_MINUTE + 2):
+                client.mail("jo@sender.example")
+                codes.append(client.rcpt(f"guess{n}@acme.example")[0])
+                client.rset()
+            client.mail("jo@sender.example")
+            codes.append(client.rcpt(DESK)[0])
+            return codes
+
+    async with asyncio.timeout(WAIT):
+        codes = await asyncio.to_thread(probe)
+    assert codes[:MAX_UNKNOWN_RECIPIENTS_PER_MINUTE] == [550] * MAX_UNKNOWN_RECIPIENTS_PER_MINUTE
+    assert codes[MAX_UNKNOWN_RECIPIENTS_PER_MINUTE:] == [450, 450, 450]
