@@ -134,8 +134,9 @@ def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Header
                           f"Leave {bound.argument} out of the body; {bound.fix}")
         values = headers.getall(header, [])
         if not values:
-            raise PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is required.",
-                              fix=bound.fix, details={"header": header})
+            # Left to the tool's own check of its required argument, after the key's
+            # permission: a key that may not send learns that first (_header_error).
+            continue
         if len(values) > 1:
             # Which one counts would differ between proxies and us: a retry could send twice.
             raise PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is given "
@@ -146,14 +147,17 @@ def _bound_arguments(rest: RestRoute, params: Mapping[str, Any], headers: Header
             **from_headers}
 
 
-def _header_error(rest: RestRoute, error: PylotaError) -> PylotaError:
+def _header_error(rest: RestRoute, error: PylotaError, arguments: Mapping[str, Any]
+                  ) -> PylotaError:
     """An invalid argument that came from a header, said of the header; one that came from a
     renamed query parameter (``timeout``), said of the parameter (it was named by the tool's
     argument, ``timeout_seconds``, which the caller never wrote: found by an attack)."""
     path = error.details.get("path") if error.code is ErrorCode.INVALID_REQUEST else None
     for header, bound in rest.headers.items():
         if path == bound.argument:
-            return PylotaError(ErrorCode.INVALID_REQUEST, f"The {header} header is not valid.",
+            given = bound.argument in arguments
+            return PylotaError(ErrorCode.INVALID_REQUEST,
+                               f"The {header} header is {'not valid' if given else 'required'}.",
                                fix=bound.fix, details={"header": header})
     for param, argument in rest.query.items():
         if path == argument:
@@ -224,7 +228,7 @@ async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[
                           fix=f"Use a key with the {spec.permission.value} permission (and, "
                               "where the tool needs it, a tenant or identity key).")
     if isinstance(outcome, PylotaError):
-        raise _header_error(rest, outcome)
+        raise _header_error(rest, outcome, arguments)
     if isinstance(outcome, Answer):
         replayed = rest.replay_status is not None and getattr(outcome.value, "deduplicated", False)
         return _json(msgspec.to_builtins(outcome.value),

@@ -387,6 +387,23 @@ async def test_an_identity_being_deleted_cannot_send_on_either_surface(db_url, c
     assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 0
 
 
+async def test_a_key_that_may_not_send_learns_that_before_the_missing_idempotency_key(
+        db_url, conn):
+    """The permission is the blocker to report: a missing Idempotency-Key would send the caller
+    to fix a header and fail again (found by an attack)."""
+    _, identity_id, _, token = await keyed_identity(conn, DESK,
+                                                    permissions=[Permission.MESSAGES_READ])
+    settings = stack_settings(db_url, free_port())
+    async with stack(settings, batch=False) as url, \
+            httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=WAIT) as http:
+        refused = await http.post(f"/v1/identities/{identity_id}/messages",
+                                  json={"to": ["jo@example.com"], "subject": "Hi", "text": "Hi."},
+                                  headers={"Authorization": f"Bearer {token}"})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "permission_denied"
+    assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 0
+
+
 async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
     tenant_id, identity_id, _, token = await keyed_identity(conn, DESK)
     settings = stack_settings(db_url, free_port())
@@ -418,7 +435,7 @@ async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
         document = (await http.get("/v1/openapi.json")).json()
     assert missing.status_code == 400
     assert missing.json()["error"]["details"] == {"header": "Idempotency-Key"}
-    assert "Idempotency-Key" in missing.json()["error"]["message"]
+    assert missing.json()["error"]["message"] == "The Idempotency-Key header is required."
     assert twice.status_code == 400 and twice.json()["error"]["details"] == {
         "path": "idempotency_key"}
     assert bad.status_code == 400 and bad.json()["error"]["details"] == {
