@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from litestar import Request, Response, get
+from litestar import Request, Response, route
 
 from front.resources import Resources
 from front.rest.errors import error_response
@@ -81,12 +81,12 @@ async def _serve(request: Request[Any, Any, Any], path: str, build: Build) -> Re
 def wellknown_routes() -> list[Any]:
     """The route handlers of the two documents."""
 
-    @get(JWKS_PATH, include_in_schema=False)
+    @route(JWKS_PATH, http_method=["GET", "HEAD"], include_in_schema=False)
     async def jwks(request: Request[Any, Any, Any]) -> Response[bytes]:
         """The JWKS of agent assertions."""
         return await _serve(request, JWKS_PATH, _jwks)
 
-    @get(DIRECTORY_PATH, include_in_schema=False)
+    @route(DIRECTORY_PATH, http_method=["GET", "HEAD"], include_in_schema=False)
     async def directory(request: Request[Any, Any, Any]) -> Response[bytes]:
         """The HTTP message signatures directory of Web Bot Auth."""
         return await _serve(request, DIRECTORY_PATH, _directory)

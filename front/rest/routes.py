@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 import msgspec
-from litestar import Request, Response, get, route
+from litestar import Request, Response, route
 from litestar.datastructures import Headers
 
 from front.admission import admit
@@ -271,7 +271,9 @@ def _logged(path: str, method: str, serve: Serve, name: str) -> Any:
         return response
 
     handle.__name__ = name
-    return route(path, http_method=[method], include_in_schema=False)(handle)
+    # HEAD is GET without the content (RFC 9110 section 9.3.2; uvicorn leaves the body out).
+    methods = [method, "HEAD"] if method == "GET" else [method]
+    return route(path, http_method=methods, include_in_schema=False)(handle)
 
 
 async def _lookup(request: Request[Any, Any, Any], request_id: str, fields: dict[str, Any]
@@ -301,7 +303,7 @@ def rest_routes(tools: Sequence[ToolSpec]) -> list[Any]:
     routes = [r for r in REST_ROUTES if r.tool in served]
     document = openapi_document(routes, tools)
 
-    @get(OPENAPI_PATH, include_in_schema=False)
+    @route(OPENAPI_PATH, http_method=["GET", "HEAD"], include_in_schema=False)
     async def openapi() -> Response[bytes]:
         """The OpenAPI 3.1 document of this API, generated from the tools' types."""
         return Response(content=msgspec.json.encode(document), media_type="application/json")

@@ -389,3 +389,23 @@ async def test_threads_listing_and_labels_over_rest(demo, conn):
         "application/json"]["schema"]
     assert body["minProperties"] == 1 and "oneOf" not in body
     assert "message_id" not in body["properties"] and "thread_id" in body["properties"]
+
+
+async def test_head_answers_as_get_without_the_content(demo):
+    """RFC 9110 section 9.3.2: HEAD is GET without the content; it answered 405 (found by a new
+    user). It goes through the same admission: without a key, 401."""
+    http = demo["http"]
+    path = f"/v1/identities/{demo['identity_id']}/threads"
+    got = await http.get(path, headers=auth(demo["token"]))
+    head = await http.head(path, headers=auth(demo["token"]))
+    anonymous = await http.head(path)
+    document = await http.head("/v1/openapi.json")
+    assert got.status_code == head.status_code == 200 and got.content
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"] == "application/json"
+    assert anonymous.status_code == 401 and anonymous.content == b""
+    assert document.status_code == 200 and int(document.headers["content-length"]) > 1000
+    # a method an endpoint does not take still says which ones it does (RFC 9110 section 15.5.6)
+    refused = await http.delete(path, headers=auth(demo["token"]))
+    assert refused.status_code == 405
+    assert {"GET", "HEAD"} <= set(refused.headers["allow"].split(", "))
