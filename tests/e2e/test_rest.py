@@ -392,8 +392,8 @@ async def test_threads_listing_and_labels_over_rest(demo, conn):
 
 
 async def test_head_answers_as_get_without_the_content(demo):
-    """RFC 9110 section 9.3.2: HEAD is GET without the content; it answered 405 (found by a new
-    user). It goes through the same admission: without a key, 401."""
+    """RFC 9110 section 9.3.2: HEAD is GET without the content; it answered 405. It goes through
+    the same admission: without a key, 401."""
     http = demo["http"]
     path = f"/v1/identities/{demo['identity_id']}/threads"
     got = await http.get(path, headers=auth(demo["token"]))
