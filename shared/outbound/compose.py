@@ -114,7 +114,7 @@ def parts_of(attachments: list[Attachment]) -> list[OutgoingPart]:
             raise invalid(f"{path}.content_base64", "The content is not base64.",
                           "Encode the file's bytes as standard base64 (RFC 4648 section 4)."
                           ) from exc
-        if not _MIME_TYPE.match(item.content_type):
+        if not _MIME_TYPE.fullmatch(item.content_type):
             raise invalid(f"{path}.content_type", f"{item.content_type!r} is not a MIME type.",
                           "Pass type/subtype, such as application/pdf or image/png.")
         _check_kind(path, item.content_type.lower(), content)

@@ -46,7 +46,7 @@ def extra_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
         key = name.lower()
         if key in NAMED:
             written, allowed = NAMED[key]
-        elif _X_NAME.match(name):
+        elif _X_NAME.fullmatch(name):
             written, allowed = name, None
         else:
             raise PylotaError(

@@ -86,7 +86,7 @@ def _need_body(text: str | None, body_html: str | None) -> None:
 
 def _labels(labels: list[str]) -> list[str]:
     for i, label in enumerate(labels):
-        if not _LABEL.match(label):
+        if not _LABEL.fullmatch(label):
             raise invalid(f"labels[{i}]", f"{label[:80]!r} is not a label.",
                           "Labels are 1-64 of a-z, 0-9, _, : and -, starting with a letter or "
                           "digit.")

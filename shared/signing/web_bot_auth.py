@@ -139,7 +139,7 @@ def _ascii_host(host: str) -> str:
     """
     name = host.lower()
     labels = name.removesuffix(".").split(".")  # a trailing dot (the root) is kept as sent
-    if len(name) > 254 or not all(_LDH_LABEL.match(label) for label in labels):
+    if len(name) > 254 or not all(_LDH_LABEL.fullmatch(label) for label in labels):
         raise idna.IDNAError(f"not a host name: {host[:80]!r}")
     for label in labels:
         if label.startswith("xn--"):

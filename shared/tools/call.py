@@ -26,6 +26,7 @@ unexpected is ``internal``, logged with the exception's type and where it was ra
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -226,9 +227,40 @@ def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = Fa
         args = msgspec.convert(_integral(arguments), target, strict=not from_query)
     except msgspec.ValidationError as exc:
         raise _validation_error(exc, spec, target, arguments) from None
+    if (where := _end_anchor_path(arguments, spec.input_schema)) is not None:
+        raise invalid(where, f"{where} ends with a line break, which its pattern does not allow.",
+                      f"Remove the line break at the end of {where}.")
     _check_instants(args)
     _check_unique(spec, arguments)
     return args
+
+
+@functools.lru_cache(maxsize=64)
+def _anchored(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern)
+
+
+def _end_anchor_path(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
+    """The path of the first string that matched its ``pattern`` only at Python's ``$``, which
+    also matches before a final newline; JSON Schema's (ECMA-262) ``$`` is the end of the string
+    only. msgspec checks patterns with Python's ``re``: ``"ok\n"`` was stored as a label and
+    ``"GET\n"`` signed as a method (found by an attack). Walks ``properties`` and ``items``, where
+    every pattern of the tools' input schemas is."""
+    if isinstance(value, str):
+        pattern = schema.get("pattern")
+        return (path or "arguments") if pattern and _anchored(pattern).search(value) is None \
+            else None
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for key, item in value.items():
+            if key in properties and (found := _end_anchor_path(
+                    item, properties[key], f"{path}.{key}".lstrip("."))) is not None:
+                return found
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for n, item in enumerate(value):
+            if (found := _end_anchor_path(item, schema["items"], f"{path}[{n}]")) is not None:
+                return found
+    return None
 
 
 def _check_unique(spec: ToolSpec, arguments: dict[str, Any]) -> None:

@@ -103,7 +103,10 @@ def test_attachments_are_decoded_and_checked():
     bad = [Attachment(filename="a", content_type="text/plain", content_base64="***"),
            Attachment(filename="a", content_type="pdf", content_base64=""),
            Attachment(filename="a\r\nX: y", content_type="text/plain", content_base64=""),
-           Attachment(filename="a", content_type="text/plain", content_base64="", content_id="a b")]
+           Attachment(filename="a", content_type="text/plain", content_base64="", content_id="a b"),
+           # a final line break ended the part's header block: the file name was lost and the
+           # PDF went out as text (found by an attack)
+           Attachment(filename="a", content_type="application/pdf\n", content_base64="")]
     paths = []
     for item in bad:
         with pytest.raises(PylotaError) as caught:
@@ -111,7 +114,8 @@ def test_attachments_are_decoded_and_checked():
         assert caught.value.code is ErrorCode.INVALID_REQUEST
         paths.append(caught.value.details["path"])
     assert paths == ["attachments[0].content_base64", "attachments[0].content_type",
-                     "attachments[0].filename", "attachments[0].content_id"]
+                     "attachments[0].filename", "attachments[0].content_id",
+                     "attachments[0].content_type"]
 
 
 def b64(data: bytes) -> str:

@@ -145,6 +145,9 @@ async def test_refusals(pool, conn, sender):
          "headers.Reply-To"),
         (request(from_address="ceo@acme.example"), ErrorCode.INVALID_REQUEST, "from_address"),
         (request(labels=["Has Space"]), ErrorCode.INVALID_REQUEST, "labels[0]"),
+        (request(labels=["ok", "ok\n"]), ErrorCode.INVALID_REQUEST, "labels[1]"),
+        (request(headers={"X-Foo\n": "Bcc: injected@evil.example"}),
+         ErrorCode.HEADER_NOT_ALLOWED, "headers.X-Foo\n"),
         (request(thread_id="thr_01J9Z3AAAAAAAAAAAAAAAAAAAA"), ErrorCode.THREAD_NOT_FOUND, None),
     ]
     for i, (req, code, path) in enumerate(cases):

@@ -104,3 +104,30 @@ def test_a_bad_nested_argument_is_named_with_the_fix_for_it(extra, path, fix):
     with pytest.raises(PylotaError) as caught:
         decode_arguments(next(t for t in TOOLS if t.name == "mail_send"), {**_SEND, **extra})
     assert (caught.value.details["path"], caught.value.fix) == (path, fix)
+
+
+@pytest.mark.parametrize(("tool", "arguments", "path"), [
+    ("mail_update_labels", {"message_id": "msg_" + "0" * 26, "labels_add": ["ok\n"]},
+     "labels_add[0]"),
+    ("mail_send", {**_SEND, "idempotency_key": "nl\n"}, "idempotency_key"),
+    ("mail_get_message", {"message_id": "msg_" + "0" * 26 + "\n"}, "message_id"),
+    ("mail_list_identities", {"tenant_id": "ten_" + "0" * 26 + "\n"}, "tenant_id"),
+    ("mail_sign_assertion", {"audience": "https://x.example\n"}, "audience"),
+    ("mail_sign_http_request", {"method": "GET\n", "url": "https://x.example/"}, "method"),
+])
+def test_a_final_line_break_does_not_pass_a_pattern(tool: str, arguments: dict, path: str):
+    """Python's ``$`` also matches before a final newline; the schema's (ECMA-262) does not, so
+    "ok\\n" was stored as a label and "GET\\n" signed (found by an attack)."""
+    from shared.errors import ErrorCode, PylotaError
+    from shared.tools.call import decode_arguments
+
+    with pytest.raises(PylotaError) as caught:
+        decode_arguments(next(t for t in TOOLS if t.name == tool), arguments)
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.details["path"] == path
+    assert caught.value.fix == f"Remove the line break at the end of {path}."
+    # the same value without it decodes
+    fixed = {k: (v.rstrip("\n") if isinstance(v, str) else [x.rstrip("\n") for x in v]
+                 if isinstance(v, list) and v and isinstance(v[0], str) else v)
+             for k, v in arguments.items()}
+    decode_arguments(next(t for t in TOOLS if t.name == tool), fixed)
