@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
 import msgspec
@@ -22,6 +22,8 @@ def encode_cursor(state: dict[str, Any]) -> str:
 
 #: Largest offset a cursor may carry; far past any real paging, small enough for SQL.
 MAX_OFFSET = 1_000_000
+_EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_SKEW = timedelta(days=1)
 
 
 class _State(msgspec.Struct, forbid_unknown_fields=True):
@@ -43,9 +45,14 @@ class _State(msgspec.Struct, forbid_unknown_fields=True):
             if self.a.tzinfo is None:
                 raise ValueError("as_of without a zone")  # ours always carry one
             try:
-                self.a.astimezone(timezone.utc)
+                instant = self.a.astimezone(timezone.utc)
             except OverflowError:
                 raise ValueError("as_of out of range") from None
+            # The instant a listing's first page was read: never in the future (a day of clock
+            # skew between fronts aside). 9999-12-31 overflowed PostgreSQL's arithmetic on it,
+            # an internal error on every retry (found by an attack).
+            if not _EARLIEST <= instant <= datetime.now(timezone.utc) + _SKEW:
+                raise ValueError("as_of out of range")
         if any(isinstance(text, str) and "\x00" in text for text in (self.k, self.after, self.f,
                                                                        self.q)):
             raise ValueError("NUL in a cursor")

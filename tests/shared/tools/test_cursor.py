@@ -74,3 +74,14 @@ def test_an_instant_msgspec_reads_comes_back_in_a_form_the_tools_read(written):
 
     state = decode_cursor(forged({**MADE["search"], "a": written}), "search")
     assert datetime.fromisoformat(state["a"]).year == 2020
+
+
+@pytest.mark.parametrize("instant", ["9999-12-31T23:59:59.999999+00:00",
+                                     "1969-12-31T23:59:59+00:00", "2999-01-01T00:00:00+00:00"])
+def test_an_instant_no_first_page_was_read_at_is_invalid_request(instant):
+    """A cursor's instant is when its first page was read: year 9999 overflowed PostgreSQL's
+    arithmetic, a 500 marked retryable on every retry (found by an attack)."""
+    for kind in ("search", "threads"):
+        with pytest.raises(PylotaError) as raised:
+            decode_cursor(forged({**MADE[kind], "a": instant}), kind)
+        assert raised.value.details == {"path": "cursor"}
