@@ -43,7 +43,7 @@ from shared.outbound.addresses import Mailbox, domain_of
 from shared.outbound.header_text import inert, plain_text
 from shared.outbound.model import Attachment
 
-__all__ = ["MAX_REFERENCES", "QUOTE_CHARS", "MAX_LINE_OCTETS", "OutgoingPart", "Draft", "Composed",
+__all__ = ["MAX_REFERENCES", "QUOTE_CHARS", "MAX_LINE_OCTETS", "MAX_ATTACHED_DEPTH", "OutgoingPart", "Draft", "Composed",
            "parts_of", "compose", "reply_subject", "forward_subject", "references_for",
            "quoted_reply", "forwarded_text"]
 
@@ -133,6 +133,10 @@ def parts_of(attachments: list[Attachment]) -> list[OutgoingPart]:
 #: Longest line of an attached message, CRLF excluded (RFC 5322 section 2.1.1): it is sent as
 #: it is, never base64 (RFC 2046 section 5.2.1), and a relay refuses longer ones.
 MAX_LINE_OCTETS = 998
+#: Levels of parts an attached email may nest. Composing one 400 levels deep ran Python's email
+#: generator out of stack: a 500, marked retryable (found by an attack). Ingest reads at most 32
+#: attached messages of a message too (``shared.mail.budget``).
+MAX_ATTACHED_DEPTH = 32
 #: A header field's name and colon (RFC 5322 section 3.6.8), which a message starts with.
 _FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
 
@@ -177,7 +181,23 @@ def _not_an_email(content: bytes) -> str | None:
             return (f"Line {number} of the attached email is longer than {MAX_LINE_OCTETS} "
                     "octets (RFC 5322 section 2.1.1); an email is attached as it is, so no "
                     "relay would take it.")
+    if _depth(email.message_from_bytes(content, policy=policy.default)) > MAX_ATTACHED_DEPTH:
+        return (f"The attached email nests parts more than {MAX_ATTACHED_DEPTH} levels deep "
+                "(multipart and message/rfc822 parts inside each other).")
     return None
+
+
+def _depth(message: email.message.Message) -> int:
+    """How many levels of parts ``message`` nests (1: no parts), counted without recursion,
+    and no further than one level past :data:`MAX_ATTACHED_DEPTH`."""
+    deepest, stack = 0, [(message, 1)]
+    while stack and deepest <= MAX_ATTACHED_DEPTH:
+        part, depth = stack.pop()
+        deepest = max(deepest, depth)
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack += [(child, depth + 1) for child in payload]
+    return deepest
 
 
 def _address(box: Mailbox) -> Address:

@@ -144,6 +144,35 @@ def test_an_attachment_its_type_cannot_carry_is_refused(content_type, content, p
     assert says in caught.value.message and caught.value.fix
 
 
+def _nested(depth: int) -> bytes:
+    inner = b"From: a@b.example\r\nSubject: x\r\n\r\nhello\r\n"
+    for n in range(depth - 1):
+        boundary = f"b{n}".encode()
+        inner = (b"From: a@b.example\r\nSubject: x\r\nMIME-Version: 1.0\r\n"
+                 b"Content-Type: multipart/mixed; boundary=\"" + boundary + b"\"\r\n\r\n--"
+                 + boundary + b"\r\nContent-Type: message/rfc822\r\n\r\n" + inner
+                 + b"\r\n--" + boundary + b"--\r\n")
+    return inner
+
+
+def test_an_attached_email_nesting_too_deep_is_refused_and_one_within_is_composed():
+    """400 levels ran the email generator out of stack: a 500 (found by an attack)."""
+    from shared.outbound.compose import MAX_ATTACHED_DEPTH
+
+    with pytest.raises(PylotaError) as caught:
+        parts_of([Attachment(filename="m.eml", content_type="message/rfc822",
+                             content_base64=b64(_nested(400)))])
+    assert caught.value.details["path"] == "attachments[0].content_base64"
+    assert f"more than {MAX_ATTACHED_DEPTH} levels" in caught.value.message
+    # levels count parts: each nesting above is a multipart holding a message
+    within = _nested(MAX_ATTACHED_DEPTH // 2)
+    parts = parts_of([Attachment(filename="m.eml", content_type="message/rfc822",
+                                 content_base64=b64(within))])
+    composed = compose(Draft(sender=DESK, to=[JO], subject="Fwd", text="See it.",
+                             parts=parts))
+    assert composed.raw.count(b"Content-Type: message/rfc822") == MAX_ATTACHED_DEPTH // 2
+
+
 def test_an_attached_email_and_a_forwarded_status_report_are_composed():
     """An email of lines within 998 octets is attached as a message; a forwarded part of a
     type the composer cannot carry as bytes (a bounce's message/delivery-status, which reaches
