@@ -126,6 +126,13 @@ async def _transmit(relay: RelayConfig, mail_from: str, recipients: list[str],
         return _Transmission(error=_reply(exc.code, exc.message), permanent=500 <= exc.code < 600)
     except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
         return _Transmission(error=f"relay unreachable: {type(exc).__name__}: {exc}"[:500])
+    except UnicodeEncodeError:
+        # An envelope address outside ASCII, which only SMTPUTF8 (RFC 6531) carries and we do
+        # not ask for: no retry can send it. It failed the drain on every lease instead, the
+        # message left "sending" (an identity made before addresses were checked; found by a
+        # new user).
+        return _Transmission(error="an envelope address is not ASCII, and the relay is not "
+                                   "asked for SMTPUTF8", permanent=True)
     # sendmail returns only the text of DATA's reply; anything but 250 would have raised.
     return _Transmission(accepted=[r for r in recipients if r not in refused],
                          reply=_reply(250, reply),

@@ -2,7 +2,10 @@
 
 Functions take the connection first so that the caller owns the transaction. Rows leave as
 Structs. Addresses are addr-specs stored lower-cased (RFC 5321 section 2.4 lets the local part be
-case-sensitive, but no mail system in use relies on it, and lookups must be stable).
+case-sensitive, but no mail system in use relies on it, and lookups must be stable), with an
+internationalised domain as its A-label (IDNA 2008 with UTS 46 mapping, ``idna``): the form a
+relay without SMTPUTF8 writes in RCPT TO and our own sent mail carries in From
+(:func:`canonical_address`). The local part is ASCII: mail from any other could not be sent.
 
 Reach (spec section 3): a partner's tenants are those whose ``partner_id`` is the partner (a
 tenant with no partner belongs to none); a key of one mode (``live``/``test``) reaches only
@@ -15,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import asyncpg
+import idna
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError, invalid
@@ -27,7 +31,7 @@ __all__ = [
     "identity_of_address", "identity_statuses", "partner_tenant_ids", "platform_tenant_ids",
     "tenant_mode", "identity_tenant_id", "identity_addresses", "key_standing", "STANDING_COLUMNS",
     "OWN_IDENTITY_COLUMN", "own_identity", "address_domains",
-    "set_agentic_limits", "AGENTIC_STEPS", "AGENTIC_SECONDS",
+    "set_agentic_limits", "AGENTIC_STEPS", "AGENTIC_SECONDS", "canonical_address",
 ]
 
 #: The range a tenant's agentic step limit may take, and ``mail_deep_search``'s ``max_steps``
@@ -268,13 +272,12 @@ async def create_identity(conn: asyncpg.Connection, tenant_id: str, address: str
     Raises:
         PylotaError: ``invalid_request`` when the address is malformed or already in use.
     """
-    addr = address.strip().lower()
-    if addr.count("@") != 1 or not all(addr.split("@")) or any(c.isspace() for c in addr):
-        raise invalid("address", f"{address!r} is not an addr-spec.",
-                      "Pass an address such as agent@example.com.")
+    addr = canonical_address(address)
     identity_id = new_id(Prefix.IDENTITY)
     try:
         async with conn.transaction():
+            if await identity_of_address(conn, addr) is not None:  # kept in its U-label form
+                raise asyncpg.UniqueViolationError("address")
             await conn.execute(
                 "INSERT INTO identities (id, tenant_id, display_name, purpose)"
                 " VALUES ($1, $2, $3, $4)", identity_id, tenant_id, display_name, purpose)
@@ -294,11 +297,53 @@ async def _identity_where(conn: asyncpg.Connection, where: str, *args: object) -
     return Identity(**dict(row)) if row else None
 
 
+def canonical_address(address: str) -> str:
+    """``address`` as identity addresses are stored (module docstring): lower case, the domain
+    as its A-label, so ``Info@Bücher.example`` is ``info@xn--bcher-kva.example``.
+
+    Raises:
+        PylotaError: ``invalid_request`` (path ``address``) for no addr-spec, a local part
+            outside printable ASCII, or a domain IDNA refuses.
+    """
+    local, at, domain = address.strip().lower().rpartition("@")
+    if not at or not local or not domain or "@" in local \
+            or any(c.isspace() or not c.isprintable() for c in address.strip()):
+        raise invalid("address", f"{address[:254]!r} is not an addr-spec.",
+                      "Pass an address such as agent@example.com.")
+    if not local.isascii():
+        raise invalid("address", f"The part before the @ of {address[:254]!r} is not ASCII: "
+                      "mail from it could not be sent (no relay is asked for SMTPUTF8).",
+                      "Pick a local part of ASCII letters, digits and . _ - +.")
+    if domain.isascii():  # kept as given: an ASCII domain needs no IDNA, nor gets its rules
+        return f"{local}@{domain}"
+    try:
+        ascii_domain = idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise invalid("address", f"{domain[:254]!r} is not a domain name: {exc}",
+                      "Pass an address such as agent@example.com.") from exc
+    return f"{local}@{ascii_domain.lower()}"
+
+
+def _lookup_forms(address: str) -> list[str]:
+    """Every stored form ``address`` may have: as given (lower case), its canonical form, and
+    the domain's U-label, which identities created before the canonical form kept."""
+    given = address.strip().lower()
+    forms = [given]
+    local, _, domain = given.rpartition("@")
+    for convert in (lambda d: idna.encode(d, uts46=True).decode("ascii"), idna.decode):
+        try:
+            forms.append(f"{local}@{convert(domain).lower()}")
+        except (idna.IDNAError, UnicodeError):
+            pass
+    return list(dict.fromkeys(forms))
+
+
 async def identity_of_address(conn: asyncpg.Connection, address: str) -> Identity | None:
-    """The identity owning an active or retiring ``address`` (case-insensitive), or None."""
+    """The identity owning an active or retiring ``address`` (case-insensitive, and an
+    internationalised domain in either of its forms), or None."""
     return await _identity_where(
-        conn, "i.id = (SELECT identity_id FROM identity_addresses WHERE address = $1)",
-        address.strip().lower())
+        conn, "i.id = (SELECT identity_id FROM identity_addresses WHERE address = any($1::text[])"
+              " LIMIT 1)", _lookup_forms(address))
 
 
 async def resolve_identity(conn: asyncpg.Connection, ref: str, *,

@@ -159,6 +159,22 @@ async def test_a_retry_offers_the_same_signed_bytes(pool, conn, sender, relay: R
     assert dkim.verify(second, dnsfunc=dkim_keys.dnsfunc)
 
 
+async def test_an_envelope_address_outside_ascii_fails_for_good(pool, conn, sender,
+                                                                relay: Relay):
+    """aiosmtplib raised UnicodeEncodeError for it: the drain failed on every lease and the
+    message stayed sending (found by a new user)."""
+    sent = await send_message(pool, None, sender, request())
+    await conn.execute("UPDATE outbound_messages SET mail_from = 'ünï@acme.example'")
+    async with asyncio.timeout(WAIT):
+        assert await deliver_due(pool, relay.config()) == 1
+        assert await deliver_due(pool, relay.config()) == 0
+    delivery = await delivery_of(conn, sent.message.id)
+    assert delivery is not None and delivery.status == "failed"
+    assert "SMTPUTF8" in (delivery.last_reply or "")
+    assert {r.status for r in delivery.recipients} == {"failed"}
+    assert relay.received == []
+
+
 async def test_5xx_replies_fail_for_good(pool, conn, sender, relay: Relay):
     one = await send_message(pool, None, sender, request())
     relay.refuse["bo@example.net"] = "550 5.1.1 No such user"

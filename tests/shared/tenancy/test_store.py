@@ -58,3 +58,44 @@ async def test_the_signing_policy_is_off_until_set(conn):
     assert (both.accountable_human, both.allow_signed_requests) == (True, True)
     assert await refused_path(set_tenant_policy(conn, new_id(Prefix.TENANT),
                                                 accountable_human=True)) == "tenant"
+
+
+async def test_an_internationalised_domain_is_stored_as_its_a_label_and_found_in_both_forms(conn):
+    """A mailbox created as info@bücher.example was stored as typed, while a relay (and our own
+    sent mail) writes the A-label: its mail was refused 550 (found by a new user)."""
+    from shared.tenancy.store import create_identity, identity_of_address
+
+    tenant = await create_tenant(conn, "acme")
+    created = await create_identity(conn, tenant.id, " Info@Bücher.example ")
+    assert created.addresses == ["info@xn--bcher-kva.example"]
+    for form in ("info@xn--bcher-kva.example", "INFO@bücher.example", "info@BÜCHER.example"):
+        found = await identity_of_address(conn, form)
+        assert found is not None and found.id == created.id, form
+    with pytest.raises(PylotaError) as taken:
+        await create_identity(conn, tenant.id, "info@xn--bcher-kva.example")
+    assert "belongs to an identity already" in taken.value.message
+    # an identity kept in the U-label form before is still found, and still taken
+    await conn.execute("UPDATE identity_addresses SET address = 'info@bücher.example'")
+    assert (await identity_of_address(conn, "info@xn--bcher-kva.example")).id == created.id
+    with pytest.raises(PylotaError):
+        await create_identity(conn, tenant.id, "info@xn--bcher-kva.example")
+
+
+@pytest.mark.parametrize(("address", "says"), [
+    ("Ünï@bücher.example", "is not ASCII"),
+    ("no-at-sign", "not an addr-spec"),
+    ("a b@example.com", "not an addr-spec"),
+    ("a@exa\u0000mple.com", "not an addr-spec"),
+    ("a@bad-ü-.example", "not a domain name"),
+])
+async def test_an_address_mail_could_not_come_from_is_refused(conn, address, says):
+    """A non-ASCII local part was accepted, and its sent mail failed the delivery drain on every
+    lease (UnicodeEncodeError; found by a new user)."""
+    from shared.tenancy.store import create_identity
+
+    tenant = await create_tenant(conn, "acme")
+    with pytest.raises(PylotaError) as refused:
+        await create_identity(conn, tenant.id, address)
+    assert refused.value.code is ErrorCode.INVALID_REQUEST
+    assert refused.value.details == {"path": "address"} and says in refused.value.message
+    assert await conn.fetchval("SELECT count(*) FROM identities") == 0
