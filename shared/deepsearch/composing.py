@@ -32,8 +32,8 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from shared.deepsearch.citations import Claim
-from shared.deepsearch.evidence import (Candidate, Ranking, author_matches, holds_amount,
-                                        holds_date, wants_stated_date)
+from shared.deepsearch.evidence import (Candidate, Ranking, author_matches, date_precision,
+                                        holds_amount, wants_stated_date)
 from shared.deepsearch.question import Part, Question, content_words, fold
 from shared.deepsearch.reading import ReadMessage, sentences_of
 from shared.deepsearch.records import MAX_QUOTE_CHARS
@@ -137,13 +137,16 @@ def choose(question: Question, ranking: Ranking, *, answer_threshold: float = AN
         best: Choice | None = None
         pool = ranking.by_part[j][:_DEPTH]
         dates = sorted({c.message.date for c in pool[:_FINAL_DEPTH]})
-        # "When is the invoice due?": once a candidate states a date, only those answer
-        dated = wants_stated_date(part) and any(holds_date(c.sentence.text) for c in pool)
+        # "When is the invoice due?": once a candidate states a date, only those answer, and
+        # of those the most precise: an invoice's "September 2026" is not when it is due
+        # (found by a new user) when another sentence names the day
+        precision = max((date_precision(c.sentence.text) for c in pool), default=0) \
+            if wants_stated_date(part) else 0
         for candidate in pool:
             key = (candidate.message.id, candidate.sentence.index)
             if key in used or not _about(part, candidate, question.text) or not _in_order(
-                    part, candidate.message, chosen) or (dated and not holds_date(
-                    candidate.sentence.text)):
+                    part, candidate.message, chosen) or (
+                    date_precision(candidate.sentence.text) < precision):
                 continue
             score = candidate.scores[j] + (RELATION_BONUS if _related(part, candidate.message,
                                                                       chosen) else 0.0)

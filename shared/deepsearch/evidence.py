@@ -43,7 +43,7 @@ from shared.deepsearch.question import Part, Question, content_words, fold, stem
 from shared.deepsearch.reading import ReadMessage, Sentence, sentences_of
 
 __all__ = ["Candidate", "Ranking", "WEIGHTS", "rank_evidence", "author_matches", "embed_sentences",
-           "wants_stated_date", "holds_date",
+           "wants_stated_date", "date_precision",
            "holds_amount", "MAX_EMBEDDED"]
 
 #: Weights of the score's parts (see the module docstring); tuned on the QA kit's dev set only.
@@ -90,14 +90,16 @@ _NUMBER_WORD = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|te
                           re.IGNORECASE)
 _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
           r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
-#: A date or a time: "3 October 2026", "October 3", "2026-10-03", "03/10/2026", a weekday,
+#: A day or a time: "3 October 2026", "October 3", "2026-10-03", "03/10/2026", a weekday,
 #: "tomorrow", "end of the month", "10:30", "5pm".
-_DATE = re.compile(
+_DAY = re.compile(
     rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b|\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
-    rf"|\b{_MONTH}\s+\d{{4}}\b|\b\d{{4}}-\d\d-\d\d\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b"
+    r"|\b\d{4}-\d\d-\d\d\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
     r"|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:today|tomorrow|tonight|yesterday)\b"
     r"|\bend\s+of\s+(?:the\s+)?(?:day|week|month|year)\b|\b\d{1,2}:\d\d\b|\b\d{1,2}\s?[ap]m\b",
     re.IGNORECASE)
+#: A month of a year ("September 2026"): a date, less precise than a day.
+_MONTH_OF_YEAR = re.compile(rf"\b{_MONTH}\s+\d{{4}}\b", re.IGNORECASE)
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,7 +185,7 @@ def _shape(part: Part, sentence: str, message: ReadMessage, question_numbers: se
     if much and _MONEY.search(sentence):
         return 2.0  # "how much is the fine": a sum of money is the form of the answer itself
     if part.kind == "when":
-        return 1.0 if _DATE.search(sentence) else 0.0
+        return 1.0 if date_precision(sentence) else 0.0
     if part.kind == "how_many":
         tokens = re.findall(r"[\w,]+", sentence)
         near_unit = any(_NUMBER.fullmatch(t) and t.replace(",", "") not in question_numbers
@@ -227,14 +229,15 @@ _MAIL_ACT = re.compile(r"\b(?:send|sends|sent|write|writes|wrote|written|post|po
 
 def wants_stated_date(part: Part) -> bool:
     """Whether ``part`` asks when something is or was ("when is the invoice due"), which a
-    sentence answers only with a date or a time in it (:func:`holds_date`), rather than when a
-    message was sent."""
+    sentence answers only with a date or a time in it (:func:`date_precision`), rather than
+    when a message was sent."""
     return part.kind == "when" and _MAIL_ACT.search(part.text) is None
 
 
-def holds_date(sentence: str) -> bool:
-    """Whether ``sentence`` states a date or a time ("3 October 2026", "Friday", "10:30")."""
-    return _DATE.search(sentence) is not None
+def date_precision(sentence: str) -> int:
+    """How precisely ``sentence`` states a date: 2 for a day or a time ("3 October 2026",
+    "Friday", "10:30"), 1 for a month of a year ("September 2026"), 0 for none."""
+    return 2 if _DAY.search(sentence) else 1 if _MONTH_OF_YEAR.search(sentence) else 0
 
 
 async def embed_sentences(texts: Sequence[str], embed: Embed,

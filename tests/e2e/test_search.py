@@ -229,3 +229,24 @@ async def test_demo_mailbox_by_reference_and_category(db_url, conn) -> None:
             "Re: Claim CLM-5531: damage to vehicle AB12 CDE"]
         assert await subjects("category:legal") == ["Penalty charge notice PCN KT09917332"]
         assert "Thanks for the van" in await subjects("category:other")
+
+
+async def test_the_readme_deep_search_example_is_answered_by_the_day_on_the_demo_mailbox(
+        db_url, conn) -> None:
+    """README, "Deep search": "When is invoice INV-77120 due?" on the demo mailbox. Once the
+    attachment's text was read, its "September 2026" was quoted instead of the sentence naming
+    the day (found by a new user)."""
+    _, _, token = await tenant_with_identity(conn, "desk@pylota.example")
+    done = pylota(db_url, "import", "--identity", "desk@pylota.example", "demo/brightwell.mbox")
+    assert done.returncode == 0, done.stdout + done.stderr
+    settings = settings_for(db_url, pm_embedder="hash")
+    async with running_worker(settings, batch=True), running_worker(settings):
+        async with asyncio.timeout(90):  # the attachment's text, read by the batch worker
+            while not await conn.fetchval(
+                    "SELECT count(*) FROM attachment_texts WHERE status = 'ready'"):
+                await asyncio.sleep(0.5)
+        async with running_front(settings) as url, sdk_client(url, token) as client:
+            result = (await client.call_tool("mail_deep_search", {
+                "question": "When is invoice INV-77120 due?"})).structured_content
+    assert result["status"] == "answered", result
+    assert "payable by 3 October 2026" in result["answer"]

@@ -147,6 +147,14 @@ def test_when_something_is_is_answered_by_a_stated_date_when_one_is_there() -> N
     assert chosen.candidate.message.id == due.id
     [chosen] = choose(q, ranking([[(attached, 0.9)]]))  # no date stated anywhere: the best
     assert chosen.candidate.message.id == attached.id
+    # the invoice's own text names its month, closer in words: the day it is due answers
+    # (found by a new user once attachment text was read)
+    invoice = message(3, "Accounts",
+                      "INVOICE INV-77120 Fleet leasing, September 2026 Total: GBP 4,812.50")
+    [chosen] = choose(q, ranking([[(invoice, 0.9), (due, 0.6)]]))
+    assert chosen.candidate.message.id == due.id
+    [chosen] = choose(q, ranking([[(invoice, 0.9), (attached, 0.8)]]))  # a month is a date
+    assert chosen.candidate.message.id == invoice.id
     sent = analyse("When did Accounts send invoice INV-77120?")
     [chosen] = choose(sent, ranking([[(attached, 0.9), (due, 0.6)]]))
     assert chosen.candidate.message.id == attached.id
