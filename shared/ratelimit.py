@@ -83,7 +83,7 @@ class RateLimits:
 
     def __init__(self, settings: Settings) -> None:
         storage = RedisStorage(f"async+{settings.redis_url}", implementation="redispy",
-                               key_prefix="pylota:rl")
+                               key_prefix=f"{settings.pm_namespace}:rl")
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._items: dict[str, RateLimitItemPerMinute] = {
             "RL_API": RateLimitItemPerMinute(settings.pm_rl_api_per_minute),

@@ -193,3 +193,22 @@ async def test_short_bursts_of_sequential_calls_waste_none_of_the_budget(own_red
             clock.now += 0.005
         clock.now += LEASE_HOLD_SECONDS + 0.5
     assert sum(answered) == bursts * size
+
+
+async def test_buckets_live_under_the_deployments_namespace(own_redis):
+    """Two deployments sharing one Redis keep separate buckets: they were ``pylota:rl:…`` whatever
+    PM_NAMESPACE said (found by two attacks)."""
+    from redis.asyncio import Redis
+
+    key = new_id(Prefix.KEY)
+    for namespace in ("one", "two"):
+        settings = settings_for("postgresql://unused", redis_url=own_redis.url,
+                                pm_namespace=namespace, pm_rl_api_per_minute=1)
+        await RateLimits(settings).charge("RL_API", key)  # each namespace's single unit
+    redis = Redis.from_url(own_redis.url)
+    try:
+        names = [name.decode() async for name in redis.scan_iter()]
+    finally:
+        await redis.aclose()
+    assert names and all(name.startswith(("one:rl", "two:rl")) for name in names), names
+    assert {name.split(":")[0] for name in names} == {"one", "two"}
