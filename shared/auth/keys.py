@@ -28,6 +28,7 @@ import msgspec
 from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, new_id
+from shared.outbound.header_text import plain_text
 from shared.tenancy.store import (OWN_IDENTITY_COLUMN, STANDING_COLUMNS, Identity, KeyStanding,
                                   identity_tenant_id, own_identity, tenant_mode)
 
@@ -108,6 +109,8 @@ def _check_grant(level: KeyLevel, permissions: list[Permission], expires_at: dat
 async def _insert(conn: asyncpg.Connection, *, level: KeyLevel, partner_id: str | None,
                   tenant_id: str | None, identity_id: str | None, permissions: list[Permission],
                   mode: str, name: str | None, expires_at: datetime | None) -> tuple[str, str]:
+    if name is not None:
+        plain_text("name", name)  # `keys list` prints it: a line break forged a key's line
     token = f"pmk_{mode}_{secrets.token_urlsafe(32)}"
     key_id = new_id(Prefix.KEY)
     try:

@@ -23,6 +23,7 @@ import msgspec
 
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, is_id, new_id
+from shared.outbound.header_text import plain_text
 
 __all__ = [
     "Partner", "Tenant", "Identity", "KeyStanding", "create_partner", "resolve_partner",
@@ -111,6 +112,7 @@ async def create_partner(conn: asyncpg.Connection, name: str) -> Partner:
     """
     if not name.strip():
         raise invalid("name", "The partner name is empty.", "Pass a non-empty NAME.")
+    plain_text("name", name)
     try:
         row = await conn.fetchrow(
             f"INSERT INTO partners (id, name) VALUES ($1, $2) RETURNING {_PARTNER_COLUMNS}",
@@ -178,6 +180,7 @@ async def create_tenant(conn: asyncpg.Connection, name: str, *, time_zone: str =
     """
     if not name.strip():
         raise invalid("name", "The tenant name is empty.", "Pass a non-empty NAME.")
+    plain_text("name", name)
     known = await conn.fetchval("SELECT true FROM pg_timezone_names WHERE name = $1", time_zone)
     if not known:
         raise invalid("time_zone", f"Unknown time zone {time_zone!r}.",
@@ -273,6 +276,9 @@ async def create_identity(conn: asyncpg.Connection, tenant_id: str, address: str
         PylotaError: ``invalid_request`` when the address is malformed or already in use.
     """
     addr = canonical_address(address)
+    if display_name is not None:
+        # shown by mail_list_identities and signed into assertions' name claim as it is
+        plain_text("display_name", display_name)
     identity_id = new_id(Prefix.IDENTITY)
     try:
         async with conn.transaction():

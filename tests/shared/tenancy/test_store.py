@@ -99,3 +99,26 @@ async def test_an_address_mail_could_not_come_from_is_refused(conn, address, say
     assert refused.value.code is ErrorCode.INVALID_REQUEST
     assert refused.value.details == {"path": "address"} and says in refused.value.message
     assert await conn.fetchval("SELECT count(*) FROM identities") == 0
+
+
+async def test_names_with_line_breaks_or_control_characters_are_refused(conn):
+    """A key named "evil\\n…pmk_live_x" printed a forged line in `keys list`; an identity's
+    display name with CR LF came back raw in mail_list_identities and in signed assertions
+    (found by an attack)."""
+    from shared.auth.keys import create_key
+    from shared.auth.permissions import Permission
+    from shared.tenancy.store import create_identity
+
+    tenant = await create_tenant(conn, "acme")
+    refusals = [
+        create_partner(conn, "evil\npartner"),
+        create_tenant(conn, "evil\x1b[2Jtenant"),
+        create_identity(conn, tenant.id, "desk@acme.example",
+                        display_name="Evil\r\nBcc: x@y.example"),
+        create_key(conn, tenant_id=tenant.id, identity_id=None,
+                   permissions=[Permission.SEARCH_READ], name="evil\nkey_FAKE  pmk_live_x"),
+    ]
+    assert [await refused_path(make) for make in refusals] == [
+        "name", "name", "display_name", "name"]
+    assert await conn.fetchval("SELECT count(*) FROM identities") == 0
+    assert await conn.fetchval("SELECT count(*) FROM api_keys") == 0
