@@ -355,7 +355,9 @@ def _schema_at(schema: dict[str, Any], path: str) -> dict[str, Any]:
         if index is not None:
             schema = schema.get("items", {})
             continue
-        objects = [s for s in schema.get("oneOf", [schema]) if "properties" in s]
+        # a field of an object alternative (a recipient), or of the object itself when its
+        # oneOf only names required fields (mail_update_labels: message_id or thread_id)
+        objects = [s for s in (*schema.get("oneOf", ()), schema) if "properties" in s]
         schema = objects[0]["properties"].get(name, {}) if objects else {}
     return schema
 
@@ -409,8 +411,12 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec,
                    if properties else f"Remove {path}; {spec.name} takes no arguments.")
     elif message.startswith("Object missing required field"):
         missing = message.rsplit("`", 2)[-2]
-        path = ".".join(p for p in (path if path != "arguments" else "", missing) if p)
-        fix = f"Pass {path}; {spec.name} requires: {', '.join(spec.input_schema.get('required', []))}."
+        parent = path if path != "arguments" else ""
+        path = ".".join(p for p in (parent, missing) if p)
+        owner = _schema_at(spec.input_schema, parent) if parent else spec.input_schema
+        required = next((s.get("required", []) for s in (*owner.get("oneOf", ()), owner)
+                         if "properties" in s), [])
+        fix = f"Pass {path}; {parent or spec.name} requires: {', '.join(required)}."
     elif schema.get("format") == "date-time":
         fix = f"Give {path} as an RFC 3339 date-time with an offset, e.g. 2026-09-01T00:00:00Z."
     else:
@@ -434,6 +440,21 @@ def _span(schema: dict[str, Any], bound: str, unit: str) -> str:
 _ID_PATTERN = re.compile(r"\^([a-z]+)_\[0-9A-HJKMNP-TV-Z\]\{26\}\$")
 
 
+#: Patterns of the input schemas said in words: a model fixes "lower case" faster than a
+#: regular expression (found by a new user and an attack: "Vans" as a label).
+_PATTERN_FIXES = {
+    "^[a-z0-9][a-z0-9_:-]{0,63}$": "a label: 1 to 64 lower-case letters, digits, _, : and -, "
+                                   "starting with a letter or digit (vans, not Vans)",
+    "^[1-9][0-9]{0,2}(-[1-9][0-9]{0,2})?$": "a page or a range of pages from 1 to 999, "
+                                             "such as 2 or 1-3",
+    "^[\\x20-\\x7E]{1,255}$": "1 to 255 printable ASCII characters",
+    "^[\\x20-\\x7E]{1,256}$": "1 to 256 printable ASCII characters",
+    "^[\\x20-\\x7E]{1,128}$": "1 to 128 printable ASCII characters",
+    "^[!#$%&'*+.^_`|~0-9A-Z-]+$": "an HTTP method in upper case, such as GET or POST",
+    "^https://": "an https:// URL",
+}
+
+
 def _schema_fix(path: str, schema: dict[str, Any]) -> str:
     """What a valid value of ``path`` looks like, read from its JSON Schema."""
     if "enum" in schema:
@@ -451,6 +472,8 @@ def _schema_fix(path: str, schema: dict[str, Any]) -> str:
     if kind == "string" and (prefix := _ID_PATTERN.fullmatch(schema.get("pattern", ""))):
         return (f"Give {path} as an id as the API returned it ({prefix[1]}_ and 26 letters and "
                 "digits), not a name or an address.")
+    if kind == "string" and schema.get("pattern") in _PATTERN_FIXES:
+        return f"Give {path} as {_PATTERN_FIXES[schema['pattern']]}."
     if kind == "string" and "pattern" in schema:
         return f"Give {path} as a string matching {schema['pattern']}."
     if kind == "string" and "maxLength" in schema:

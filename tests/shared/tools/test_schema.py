@@ -131,3 +131,43 @@ def test_a_final_line_break_does_not_pass_a_pattern(tool: str, arguments: dict, 
                  if isinstance(v, list) and v and isinstance(v[0], str) else v)
              for k, v in arguments.items()}
     decode_arguments(next(t for t in TOOLS if t.name == tool), fixed)
+
+
+@pytest.mark.parametrize(("tool", "arguments", "path", "fix"), [
+    ("mail_update_labels", {"message_id": "msg_" + "0" * 26, "labels_add": ["Vans"]},
+     "labels_add[0]", "Give labels_add[0] as a label: 1 to 64 lower-case letters, digits, _, : "
+                      "and -, starting with a letter or digit (vans, not Vans)."),
+    ("mail_update_labels", {"message_id": "msg_" + "0" * 26, "read": "yes"}, "read",
+     "Give read as true or false."),
+    ("mail_get_attachment_text", {"message_id": "msg_" + "0" * 26,
+                                  "attachment_id": "att_" + "0" * 26, "pages": "abc"}, "pages",
+     "Give pages as a page or a range of pages from 1 to 999, such as 2 or 1-3."),
+    ("mail_send", {**_SEND, "attachments": [{"filename": "a", "content_base64": ""}]},
+     "attachments[0].content_type", "Pass attachments[0].content_type; attachments[0] requires: "
+                                    "filename, content_type, content_base64."),
+])
+def test_a_fix_says_what_a_valid_value_is_in_words(tool: str, arguments: dict, path: str,
+                                                   fix: str):
+    """Found by a new user and an attack: mail_update_labels' fields got "Correct … to match the
+    tool's inputSchema", pages a regular expression, and a nested object's missing field the
+    tool's own required list."""
+    from shared.errors import PylotaError
+    from shared.tools.call import decode_arguments
+
+    with pytest.raises(PylotaError) as caught:
+        decode_arguments(next(t for t in TOOLS if t.name == tool), arguments)
+    assert (caught.value.details["path"], caught.value.fix) == (path, fix)
+
+
+def test_every_pattern_of_the_input_schemas_is_said_in_words():
+    from shared.tools.call import _ID_PATTERN, _PATTERN_FIXES
+
+    def patterns(schema: object) -> set[str]:
+        if isinstance(schema, dict):
+            own = {schema["pattern"]} if "pattern" in schema else set()
+            return own.union(*(patterns(v) for v in schema.values()))
+        return set().union(*(patterns(v) for v in schema)) if isinstance(schema, list) else set()
+
+    found = set().union(*(patterns(t.input_schema) for t in TOOLS))
+    assert found and not {p for p in found
+                          if p not in _PATTERN_FIXES and not _ID_PATTERN.fullmatch(p)}
