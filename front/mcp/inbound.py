@@ -529,16 +529,19 @@ def _modern_request(
     if header_version != meta.protocol_version:
         state = "missing" if header_version is None else "different from the _meta version"
         return reject(RejectionKind.HEADER_MISMATCH, f"MCP-Protocol-Version header is {state}.", id=request_id)
-    if _header(headers, METHOD_HEADER) != method:
-        return reject(RejectionKind.HEADER_MISMATCH, "Mcp-Method header does not equal the body's method.", id=request_id)
+    if (sent_method := _header(headers, METHOD_HEADER)) != method:
+        state = "missing" if sent_method is None else "not the body's method"
+        return reject(RejectionKind.HEADER_MISMATCH,
+                      f"Mcp-Method header is {state}: send Mcp-Method: {method}.", id=request_id)
     name_key = NAME_BEARING_METHODS.get(method)
     # An absent name is dispatch's -32602, not a header mismatch (as in the SDK's ladder).
     if name_key is not None and (body_name := params.get(name_key)) is not None:
         raw_name = _header(headers, NAME_HEADER)
         if raw_name is None or decode_header_value(raw_name) != body_name:
+            state = "missing" if raw_name is None else f"not params.{name_key}"
             return reject(
                 RejectionKind.HEADER_MISMATCH,
-                f"Mcp-Name header does not equal params.{name_key}.",
+                f"Mcp-Name header is {state}: send the value of params.{name_key} in it.",
                 id=request_id,
             )
 

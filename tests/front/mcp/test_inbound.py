@@ -476,7 +476,11 @@ def test_conformance_header_modern_meta_unknown_is_header_mismatch() -> None:
 def test_missing_or_different_header_is_header_mismatch(change: dict[str, str | None]) -> None:
     body = envelope()
     headers = {k: v for k, v in {**modern_headers(body), **change}.items() if v is not None}
-    assert_rejected(select_era(body, headers), RejectionKind.HEADER_MISMATCH, HEADER_MISMATCH)
+    rejection = assert_rejected(select_era(body, headers), RejectionKind.HEADER_MISMATCH,
+                                HEADER_MISMATCH)
+    if METHOD_HEADER in change:
+        state = "missing" if change[METHOD_HEADER] is None else "not the body's method"
+        assert rejection.message == f"Mcp-Method header is {state}: send Mcp-Method: {body['method']}."
 
 
 @pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
@@ -506,7 +510,11 @@ def test_missing_or_different_mcp_name_is_header_mismatch(method: str, header: s
         del headers[NAME_HEADER]
     else:
         headers[NAME_HEADER] = header
-    assert_rejected(select_era(body, headers), RejectionKind.HEADER_MISMATCH, HEADER_MISMATCH)
+    rejection = assert_rejected(select_era(body, headers), RejectionKind.HEADER_MISMATCH,
+                                HEADER_MISMATCH)
+    # a missing header is said to be missing, not to differ (found by a new user)
+    state = "missing" if header is None else "not params.name"
+    assert rejection.message == f"Mcp-Name header is {state}: send the value of params.name in it."
 
 
 def test_mcp_name_is_not_checked_for_other_methods_or_absent_names() -> None:
