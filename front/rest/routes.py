@@ -65,7 +65,11 @@ def _query_arguments(request: Request[Any, Any, Any], spec: ToolSpec, rest: Rest
     lists = {name for name, prop in spec.input_schema.get("properties", {}).items()
              if prop.get("type") == "array"}
     out: dict[str, Any] = {}
+    renamed = {argument: param for param, argument in rest.query.items()}
     for key, values in request.query_params.dict().items():
+        if key in renamed:  # the tool's name for it, which this endpoint does not take
+            raise invalid(key, f"{key} is called {renamed[key]} on this endpoint.",
+                          f"Pass ?{renamed[key]}=… instead of ?{key}=….")
         name = rest.query.get(key, key)
         out[name] = values if name in lists or len(values) > 1 else values[0]
     return out
@@ -160,10 +164,13 @@ def _header_error(rest: RestRoute, error: PylotaError, arguments: Mapping[str, A
                                f"The {header} header is {'not valid' if given else 'required'}.",
                                fix=bound.fix, details={"header": header})
     for param, argument in rest.query.items():
-        if path == argument:
-            return PylotaError(ErrorCode.INVALID_REQUEST, error.message.replace(argument, param),
+        # the renamed parameter as the caller writes it: in the path of its own error, and in
+        # the fix of any other ("mail_wait takes only: …, timeout_seconds"; found by a new user)
+        if path == argument or argument in error.message + (error.fix or ""):
+            details = {**error.details, "path": param} if path == argument else error.details
+            return PylotaError(error.code, error.message.replace(argument, param),
                                fix=(error.fix or "").replace(argument, param) or None,
-                               details={**error.details, "path": param})
+                               details=details)
     return error
 
 

@@ -198,6 +198,16 @@ async def test_errors_are_the_envelope_with_the_codes_status(demo):
     assert long_wait.status_code == 400 and error["details"] == {"path": "timeout"}
     assert "timeout_seconds" not in error["message"] + error["fix"]
     assert "Give timeout as" in error["fix"]
+    # the tool's name for it is not taken beside it, and an unknown parameter's fix lists the
+    # endpoint's names (found by a new user)
+    wait = f"/v1/identities/{demo['identity_id']}/wait"
+    tools_name = await http.get(wait, params={"timeout_seconds": 2}, headers=auth(demo["token"]))
+    assert tools_name.status_code == 400
+    assert tools_name.json()["error"]["details"] == {"path": "timeout_seconds"}
+    assert tools_name.json()["error"]["fix"] == "Pass ?timeout=… instead of ?timeout_seconds=…."
+    bogus = (await http.get(wait, params={"bogus": 1}, headers=auth(demo["token"]))).json()
+    assert bogus["error"]["details"] == {"path": "bogus"}
+    assert "timeout" in bogus["error"]["fix"] and "timeout_seconds" not in bogus["error"]["fix"]
 
 
 async def test_requests_no_route_takes_write_their_log_line(demo, capfd):
