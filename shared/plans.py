@@ -277,7 +277,10 @@ async def charge_send(conn: asyncpg.Connection, sender: Sender, recipients: int,
             raise PylotaError(
                 ErrorCode.BILLING_LIMIT,
                 f"The plan's daily send allowance is spent: {used} of {_amount(sends)} sends "
-                f"used today, and this message has {recipients} recipient(s).",
+                "used today." if used >= sends else
+                f"The plan's daily send allowance cannot take this message: {used} of "
+                f"{_amount(sends)} sends used today leaves {_amount(sends - used)}, and the "
+                f"message has {recipients} recipients (one send each).",
                 fix=f"{later} and when it resets.",
                 details={"allowance": "sends", "granted": _amount(sends), "used": used,
                          "requested": recipients,

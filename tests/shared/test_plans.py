@@ -146,6 +146,10 @@ async def test_a_spent_send_allowance_stores_nothing_and_the_same_key_sends_afte
         assert {k: error.details[k] for k in ("allowance", "granted", "used", "requested")} == {
             "allowance": "sends", "granted": 4, "used": 3, "requested": 3}
         assert "idempotency_key" in error.fix
+        # one send is left: not "spent" (found by a new user)
+        assert error.message == ("The plan's daily send allowance cannot take this message: 3 "
+                                 "of 4 sends used today leaves 1, and the message has 3 "
+                                 "recipients (one send each).")
         assert await conn.fetchval("SELECT count(*) FROM messages") == messages
         assert await conn.fetchval("SELECT count(*) FROM send_requests") == 1
         assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 1
