@@ -54,9 +54,12 @@ async def _run_worker(settings: Settings, batch: bool) -> None:
               help="Exit 0 when this host's worker is alive (beating in Redis), else 1 (for "
                    "health checks).")
 @click.option("--batch", is_flag=True,
-              help="Serve the batch queue (embeddings) instead of the interactive one.")
+              help="Serve the batch queue (embeddings, attachment text, delivery of sent mail, "
+                   "purging spent idempotency keys) instead of the interactive one (mail_wait, "
+                   "mail_deep_search).")
 def worker(check: bool, batch: bool) -> None:
-    """Run a worker (scale with more processes: `docker compose up --scale worker=N`). It
+    """Run a worker (scale with more processes: `docker compose up --scale worker=N`): the
+    interactive queue (mail_wait, mail_deep_search), or with --batch the background work. It
     reconnects when Redis restarts, and stops cleanly on SIGTERM."""
     settings = _settings()
     if check:
