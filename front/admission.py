@@ -18,16 +18,23 @@ from shared.errors import ErrorCode, PylotaError, dependency_failure
 __all__ = ["admit"]
 
 
-async def admit(res: Resources, authorization: str | None, scope: Scope) -> Principal:
-    """The principal of the ``Authorization`` header value, with the request counted against
-    its key's share of the front's requests in progress (``front.shedding.claim``) and one
-    RL_API unit charged.
+async def admit(res: Resources, scope: Scope) -> Principal:
+    """The principal of the request's ``Authorization`` header, with the request counted
+    against its key's share of the front's requests in progress (``front.shedding.claim``) and
+    one RL_API unit charged.
 
     Raises:
-        PylotaError: ``unauthenticated``, ``key_expired``, ``key_revoked`` (401),
-            ``partner_suspended`` (403), ``rate_limited`` (429, ``details.retry_after``: RL_API,
-            or the key's share in progress), ``unavailable`` (PostgreSQL or Redis down).
+        PylotaError: ``unauthenticated`` (also for two Authorization headers: a proxy might
+            read the other one), ``key_expired``, ``key_revoked`` (401), ``partner_suspended``
+            (403), ``rate_limited`` (429, ``details.retry_after``: RL_API, or the key's share in
+            progress), ``unavailable`` (PostgreSQL or Redis down).
     """
+    given = [value for name, value in scope["headers"] if name.lower() == b"authorization"]
+    if len(given) > 1:  # the first won, where a proxy in front may read another (an attack)
+        raise PylotaError(ErrorCode.UNAUTHENTICATED,
+                          f"The Authorization header is given {len(given)} times.",
+                          fix="Send one Authorization: Bearer <key> header.")
+    authorization = given[0].decode("latin-1") if given else None
     try:
         found = await res.keys.authenticate(res.db, authorization)
     except PylotaError:

@@ -286,7 +286,7 @@ async def _serve(request: Request[Any, Any, Any], res: Resources, prompts: Seque
     body_id = body.get("id")
     fields["method"] = body["method"][:LOGGED_METHOD_CHARS]
     try:
-        principal = await admit(res, headers.get("authorization"), request.scope)
+        principal = await admit(res, request.scope)
     except PylotaError as exc:
         return _rejected(_admission_rejection(exc, request_id, body_id), fields)  # steps 5, 6
     fields.update(key_id=principal.key_id, identity_id=principal.identity_id)

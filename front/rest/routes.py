@@ -220,7 +220,7 @@ async def _long_poll(res: Resources, job: Job, request_id: str) -> Response[byte
 async def _serve(request: Request[Any, Any, Any], request_id: str, fields: dict[str, Any], *,
                  rest: RestRoute) -> Response[Any]:
     res: Resources = request.app.state.resources
-    principal = await admit(res, request.headers.get("authorization"), request.scope)
+    principal = await admit(res, request.scope)
     fields.update(key_id=principal.key_id, identity_id=principal.identity_id)
     spec = next(t for t in res.tools if t.name == rest.tool)
     gathered = _query_arguments(request, spec, rest) if rest.method == "GET" \
@@ -287,7 +287,7 @@ async def _lookup(request: Request[Any, Any, Any], request_id: str, fields: dict
                   ) -> Response[Any]:
     """``GET /v1/identities/lookup?address=…``: the identity owning an address (spec section 3)."""
     res: Resources = request.app.state.resources
-    principal = await admit(res, request.headers.get("authorization"), request.scope)
+    principal = await admit(res, request.scope)
     fields.update(key_id=principal.key_id, identity_id=principal.identity_id)
     if Permission.IDENTITIES_READ not in principal.permissions:
         raise PylotaError(ErrorCode.PERMISSION_DENIED, "This key may not read identities.",

@@ -419,3 +419,22 @@ async def test_head_answers_as_get_without_the_content(demo):
     refused = await http.delete(path, headers=auth(demo["token"]))
     assert refused.status_code == 405
     assert {"GET", "HEAD"} <= set(refused.headers["allow"].split(", "))
+
+
+async def test_two_authorization_headers_are_refused_on_both_surfaces(demo, conn):
+    """The first of two keys won, where a proxy in front might read the other (found by an
+    attack): 401 on REST and on POST /mcp, and nothing is charged to either key."""
+    _, other = await create_key(conn, tenant_id=demo["tenant_id"], identity_id=None,
+                                permissions=[Permission.IDENTITIES_READ])
+    both = [("Authorization", f"Bearer {demo['token']}"), ("Authorization", f"Bearer {other}")]
+    rest = await demo["http"].get("/v1/identities", headers=both)
+    mcp = await demo["http"].post("/mcp", headers=[
+        *both, ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18")], json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert rest.status_code == 401
+    assert rest.json()["error"]["message"] == "The Authorization header is given 2 times."
+    assert mcp.status_code == 401 and "2 times" in mcp.text
+    # each key alone still works
+    for token in (demo["token"], other):
+        assert (await demo["http"].get("/v1/identities", headers=auth(token))).status_code == 200
