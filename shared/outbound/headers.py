@@ -18,9 +18,14 @@ from shared.errors import ErrorCode, PylotaError, invalid
 from shared.outbound.header_text import plain_text
 from shared.outbound.model import HEADER_VALUES
 
-__all__ = ["NAMED", "extra_headers"]
+__all__ = ["NAMED", "MAX_HEADERS", "MAX_HEADER_VALUE_CHARS", "extra_headers"]
 
 _X_NAME = re.compile(r"^X-[A-Za-z0-9_-]+$", re.IGNORECASE)
+
+#: Headers one send may add, and characters of one value (RFC 5322's line limit): 100,000
+#: X- headers took 10-12 s of the front's CPU per call (found by an attack).
+MAX_HEADERS = 50
+MAX_HEADER_VALUE_CHARS = 998
 
 #: The allowed fields besides X-: lower-case name -> (written name, allowed values or None).
 NAMED: dict[str, tuple[str, frozenset[str] | None]] = {
@@ -40,9 +45,15 @@ def extra_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
             given twice in different cases; ``invalid_request`` at ``headers.NAME`` for a value
             outside its enum or holding a control character.
     """
+    if len(headers) > MAX_HEADERS:
+        raise invalid("headers", f"headers has {len(headers)} fields; at most {MAX_HEADERS}.",
+                      f"Send at most {MAX_HEADERS} headers; put data of your own in metadata.")
     fields: list[tuple[str, str]] = []
     seen: set[str] = set()
     for name, value in headers.items():
+        if len(value) > MAX_HEADER_VALUE_CHARS:
+            raise invalid(f"headers.{name[:80]}", f"The value has {len(value)} characters.",
+                          f"Keep a header's value to {MAX_HEADER_VALUE_CHARS} characters.")
         key = name.lower()
         if key in NAMED:
             written, allowed = NAMED[key]

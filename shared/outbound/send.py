@@ -56,7 +56,8 @@ from shared.outbound.replies import automated_reason, reply_addressing, sender_f
 from shared.outbound.suppression import suppressed
 from shared.tenancy.store import get_tenant
 
-__all__ = ["SendAllowance", "send_message", "reply_message", "forward_message"]
+__all__ = ["SendAllowance", "send_message", "reply_message", "forward_message",
+           "MAX_METADATA_KEYS", "MAX_METADATA_KEY_CHARS"]
 
 log = get_logger("shared.outbound.send")
 
@@ -93,8 +94,23 @@ def _labels(labels: list[str]) -> list[str]:
     return list(dict.fromkeys(labels))
 
 
+#: Keys of a send's ``metadata``, and characters of one key (values: 512, the schema's). It is
+#: stored with the message and echoed in every read of it; 60,000 keys (6 MB) were accepted,
+#: stored outside any storage allowance (found by an attack).
+MAX_METADATA_KEYS = 50
+MAX_METADATA_KEY_CHARS = 64
+
+
 def _metadata(metadata: dict[str, str]) -> dict[str, str]:
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise invalid("metadata", f"metadata has {len(metadata)} keys; at most "
+                                  f"{MAX_METADATA_KEYS}.",
+                      f"Keep metadata to {MAX_METADATA_KEYS} keys, such as your own ids; "
+                      "store anything larger on your side.")
     for key, value in metadata.items():
+        if not key or len(key) > MAX_METADATA_KEY_CHARS:
+            raise invalid(f"metadata.{key[:64]}", f"A metadata key has {len(key)} characters.",
+                          f"Use keys of 1 to {MAX_METADATA_KEY_CHARS} characters.")
         if "\x00" in key or "\x00" in value:
             raise invalid(f"metadata.{key[:64]}", "Metadata cannot hold NUL characters.",
                           "Remove U+0000 from metadata keys and values.")

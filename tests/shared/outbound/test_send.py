@@ -146,6 +146,13 @@ async def test_refusals(pool, conn, sender):
         (request(from_address="ceo@acme.example"), ErrorCode.INVALID_REQUEST, "from_address"),
         (request(labels=["Has Space"]), ErrorCode.INVALID_REQUEST, "labels[0]"),
         (request(labels=["ok", "ok\n"]), ErrorCode.INVALID_REQUEST, "labels[1]"),
+        # 60,000 metadata keys were stored, 100,000 headers took 10 s of CPU (an attack)
+        (request(metadata={f"k{n}": "v" for n in range(51)}), ErrorCode.INVALID_REQUEST,
+         "metadata"),
+        (request(metadata={"k" * 65: "v"}), ErrorCode.INVALID_REQUEST, "metadata." + "k" * 64),
+        (request(headers={f"X-H{n}": "v" for n in range(51)}), ErrorCode.INVALID_REQUEST,
+         "headers"),
+        (request(headers={"X-Long": "v" * 999}), ErrorCode.INVALID_REQUEST, "headers.X-Long"),
         (request(headers={"X-Foo\n": "Bcc: injected@evil.example"}),
          ErrorCode.HEADER_NOT_ALLOWED, "headers.X-Foo\n"),
         (request(thread_id="thr_01J9Z3AAAAAAAAAAAAAAAAAAAA"), ErrorCode.THREAD_NOT_FOUND, None),
@@ -163,6 +170,11 @@ async def test_refusals(pool, conn, sender):
     assert caught.value.code is ErrorCode.TOO_MANY_RECIPIENTS
     assert await conn.fetchval("SELECT count(*) FROM messages") == 0
     assert await conn.fetchval("SELECT count(*) FROM send_requests") == 0
+    # the most metadata and headers allowed pass
+    sent = await send_message(pool, None, sender, request(
+        idempotency_key="largest", metadata={f"k{n:0>63}": "v" * 512 for n in range(50)},
+        headers={f"X-H{n}": "v" * 998 for n in range(50)}))
+    assert len(sent.metadata) == 50
 
 
 async def test_a_suppressed_recipient_is_never_offered(pool, conn, sender):
