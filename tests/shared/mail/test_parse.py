@@ -578,3 +578,34 @@ def test_an_attached_internationalised_message_is_an_attachment() -> None:
     [attached] = parse_message(raw).attachments
     assert attached.content_type == "message/global"
     assert b"Hallo." in attached.content and attached.content.startswith(b"From: ")
+
+
+def test_base64_cut_short_is_decoded_as_far_as_it_goes_and_reported() -> None:
+    """A message cut mid-attachment whose base64 was one character past a whole quantum: the
+    stored "pdf" was the base64 text itself, and no defect said so (found by an attack)."""
+
+    pdf = b"%PDF-1.4\n" + bytes(range(256)) * 8
+    encoded = base64.b64encode(pdf).decode()
+    cut = encoded[:len(encoded) - len(encoded) % 4 - 400 + 1]  # 1 more than whole quanta
+    assert len(cut) % 4 == 1
+    lines = "\r\n".join(cut[i:i + 76] for i in range(0, len(cut), 76))
+    raw = (b"From: a@b.example\r\nSubject: cut\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\n"
+           b"Content-Type: text/plain\r\n\r\nSee attached.\r\n--b\r\n"
+           b"Content-Type: application/pdf; name=\"x.pdf\"\r\n"
+           b"Content-Transfer-Encoding: base64\r\n\r\n" + lines.encode())
+    parsed = parse_message(raw)
+    [attachment] = parsed.attachments
+    whole = len(cut) - 1
+    assert attachment.content == pdf[:whole // 4 * 3]
+    assert any("base64 cut short" in d for d in parsed.defects), parsed.defects
+    assert parsed.text.strip() == "See attached."
+
+
+def test_a_text_part_with_broken_base64_says_so() -> None:
+    raw = (b"From: a@b.example\r\nSubject: broken\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+           b"SGVsbG8g!!d29ybGQ=\r\n")
+    parsed = parse_message(raw)
+    assert "Hello" in parsed.text
+    assert any("InvalidBase64CharactersDefect" in d for d in parsed.defects), parsed.defects
