@@ -63,7 +63,7 @@ def import_cmd(identity: str, mboxo: bool, no_progress: bool, as_json: bool,
             model = model_name(settings.pm_embedder)
             embedding = None
             if model is not None and not as_json:
-                state = await progress(conn, model, [found.id])
+                state = await progress(conn, model, [found.id], batch=settings.pm_embed_batch)
                 embedding = _embedding_line(state[0]) if state else None
             return summary, embedding
         finally:
@@ -135,7 +135,7 @@ def embeddings_status(identity: str | None, as_json: bool) -> None:
         try:
             ids = (None if identity is None
                    else [(await tenancy.resolve_identity(conn, identity)).id])
-            found = await progress(conn, model, ids)
+            found = await progress(conn, model, ids, batch=settings.pm_embed_batch)
             # An id alone says little to a person with several mailboxes (a new user's report).
             addresses = {}
             for p in found:

@@ -220,34 +220,37 @@ class IdentityProgress(msgspec.Struct, kw_only=True):
     seconds_left: float | None
 
 
-async def recent_rate(conn: asyncpg.Connection, model: str) -> float | None:
+async def recent_rate(conn: asyncpg.Connection, model: str, batch: int) -> float | None:
     """Messages per second embedded with ``model`` while the workers worked, over the last
-    :data:`RATE_WINDOW_SECONDS`; None when that cannot be told yet.
+    :data:`RATE_WINDOW_SECONDS`; None when that cannot be told yet. ``batch`` is the workers'
+    batch size (``PM_EMBED_BATCH``).
 
-    A batch is saved in one transaction, so its vectors share a write time: each batch took the
-    time since the batch before it. A batch written more than :data:`IDLE_GAP_SECONDS` after the
-    one before started after an idle spell (between two imports, say), so neither it nor that
-    spell is counted: idle time never lowers the rate, and a lone batch gives none."""
+    A batch is claimed and saved in one transaction, so its vectors share one time, when it was
+    claimed. A full batch (``batch`` messages) left more in the queue, so its worker claimed the
+    next one as soon as it was saved: the time to the next claim is its work. A batch short of
+    full emptied the queue, and what follows it is idle time, which never counts: sends a few
+    seconds apart, one message each, had made the rate 0.2 messages a second where a worker
+    embeds dozens (found by a new user). So does a gap over :data:`IDLE_GAP_SECONDS`."""
     row = await conn.fetchrow(
         """WITH batches AS (
                SELECT created_at, count(*) AS n FROM message_embeddings
                WHERE model = $1 AND chunk = 0 AND created_at > now() - make_interval(secs => $2)
                GROUP BY created_at),
            timed AS (
-               SELECT n, extract(epoch FROM created_at - lag(created_at) OVER (ORDER BY created_at))
-                         AS took
+               SELECT n, extract(epoch FROM lead(created_at) OVER (ORDER BY created_at)
+                                            - created_at) AS took
                FROM batches)
-           SELECT sum(n) AS n, sum(took) AS busy FROM timed WHERE took <= $3""",
-        model, RATE_WINDOW_SECONDS, IDLE_GAP_SECONDS)
+           SELECT sum(n) AS n, sum(took) AS busy FROM timed WHERE took <= $3 AND n >= $4""",
+        model, RATE_WINDOW_SECONDS, IDLE_GAP_SECONDS, batch)
     if not row["n"] or not row["busy"]:
         return None
     return round(float(row["n"]) / float(row["busy"]), 2)
 
 
-async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str] | None = None
-                   ) -> list[IdentityProgress]:
+async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str] | None = None,
+                   *, batch: int) -> list[IdentityProgress]:
     """Per identity (``identity_ids``, or every identity with mail), its :class:`IdentityProgress`
-    for ``model``, in identity id order. The time left of an identity counts the queue ahead of
+    for ``model`` with the workers' ``batch`` size (:func:`recent_rate`), in identity id order. The time left of an identity counts the queue ahead of
     its last queued message, since the workers drain live mail first, then bulk loads, each
     oldest first."""
     rows = await conn.fetch(
@@ -264,7 +267,7 @@ async def progress(conn: asyncpg.Connection, model: str, identity_ids: list[str]
                        ELSE (SELECT count(*) FROM embedding_queue a WHERE NOT a.bulk
                              AND a.queued_at <= max(q.queued_at)) END AS ahead
            FROM embedding_queue q GROUP BY q.identity_id""")}
-    rate = await recent_rate(conn, model)
+    rate = await recent_rate(conn, model, batch)
     pace = rate or NOMINAL_RATES.get(model)
     found = []
     for r in rows:

@@ -14,6 +14,7 @@ from tests.e2e.harness import pylota
 async def test_status_and_the_import_summary_say_how_long_embedding_takes(db_url, conn,
                                                                          monkeypatch) -> None:
     monkeypatch.setenv("PM_EMBEDDER", "hash")
+    monkeypatch.setenv("PM_EMBED_BATCH", "3")  # the workers' batch, as embed_pending runs below
     assert pylota(db_url, "tenants", "create", "acme").returncode == 0
     identity = pylota(db_url, "identities", "create", "--tenant", "acme", "--address",
                       "desk@pylota.example").stdout.strip()

@@ -24,20 +24,20 @@ async def test_progress_per_identity_before_and_after(db_url, conn, monkeypatch)
         await ingest_raw(conn, None, one, mail(f"one{i}@x", body=f"parking fine number {i}"))
     await ingest_raw(conn, None, two, mail("two@x", body="lunch"))
     monkeypatch.setitem(store.NOMINAL_RATES, "hash-v1", 2.0)
-    before = {p.identity_id: p for p in await progress(conn, "hash-v1")}
+    before = {p.identity_id: p for p in await progress(conn, "hash-v1", batch=2)}
     assert (before[one].embedded, before[one].total, before[one].queued) == (0, 3, 3)
     assert before[one].per_second is None  # nothing embedded yet: the nominal rate is used
     assert before[one].seconds_left == 1.5
     # two's message was queued last: the whole queue is ahead of it
     assert before[two].seconds_left == 2.0 and before[two].queued == 1
-    assert [p.identity_id for p in await progress(conn, "hash-v1", [two])] == [two]
-    assert await progress(conn, "no-such-model", [one]) == [
+    assert [p.identity_id for p in await progress(conn, "hash-v1", [two], batch=2)] == [two]
+    assert await progress(conn, "no-such-model", [one], batch=2) == [
         store.IdentityProgress(identity_id=one, embedded=0, total=3, queued=3, per_second=None,
                                seconds_left=None)]
 
     async with database(db_url) as pool:
         assert await embed_pending(pool, HashEmbedder(), batch=2) == 4
-    after = {p.identity_id: p for p in await progress(conn, "hash-v1")}
+    after = {p.identity_id: p for p in await progress(conn, "hash-v1", batch=2)}
     assert (after[one].embedded, after[one].total, after[one].queued) == (3, 3, 0)
     assert after[one].seconds_left == 0.0
     assert after[one].per_second is not None and after[one].per_second > 0
@@ -47,15 +47,20 @@ async def test_progress_per_identity_before_and_after(db_url, conn, monkeypatch)
         "UPDATE message_embeddings e SET created_at = now() - make_interval(secs => 300 - o.n)"
         " FROM (SELECT message_id, row_number() OVER (ORDER BY message_id) - 1 AS n"
         "       FROM message_embeddings) o WHERE o.message_id = e.message_id")
-    # each message its own batch, a second apart: the first one's time is unknown, so 3 in 3 s
-    assert (await progress(conn, "hash-v1"))[0].per_second == 1.0
+    # each message its own full batch (of 1), a second apart: the last one's time is unknown,
+    # so 3 in 3 s
+    assert (await progress(conn, "hash-v1", batch=1))[0].per_second == 1.0
+    # the same batches where a worker takes 32: each emptied the queue, and the time after it
+    # was idle, not work (sends seconds apart made the rate 0.2 a second: a new user's report)
+    assert (await progress(conn, "hash-v1", batch=32))[0].per_second is None
 
     # Two bursts with an idle spell between them (two imports): the spell does not count.
     await conn.execute(
         "UPDATE message_embeddings e SET created_at = now() - make_interval(secs => o.t)"
         " FROM (SELECT message_id, (ARRAY[400, 399, 100, 99])[row_number() OVER"
         " (ORDER BY message_id)] AS t FROM message_embeddings) o WHERE o.message_id = e.message_id")
-    assert (await progress(conn, "hash-v1"))[0].per_second == 1.0  # 2 in 2 s of work, not 2 in 301 s
+    # 2 in 2 s of work, not 2 in 301 s
+    assert (await progress(conn, "hash-v1", batch=1))[0].per_second == 1.0
 
 
 async def test_the_drain_logs_progress_without_mail_content(db_url, conn, capsys, monkeypatch
@@ -93,7 +98,7 @@ async def test_live_mail_is_embedded_before_an_import_backlog(db_url, conn, monk
     assert (await import_paths(conn, None, sa, [tmp_path])).imported == 4
     live, _ = await ingest_raw(conn, None, desk, mail("live@x", body="booking a van"))
     monkeypatch.setitem(store.NOMINAL_RATES, "hash-v1", 1.0)
-    waiting = {p.identity_id: p for p in await progress(conn, "hash-v1")}
+    waiting = {p.identity_id: p for p in await progress(conn, "hash-v1", batch=32)}
     assert waiting[desk].seconds_left == 1.0 and waiting[sa].seconds_left == 5.0
 
     async with database(db_url) as pool:

@@ -221,7 +221,7 @@ async def test_migration_0017_queues_the_old_models_mail_for_the_new_one(templat
                 await conn.execute(sql)
         queued = [r["message_id"] for r in await conn.fetch("SELECT message_id FROM embedding_queue")]
         assert queued == [ids["old"]]
-        [before] = await progress(conn, MODEL, [identity])
+        [before] = await progress(conn, MODEL, [identity], batch=32)
         assert (before.embedded, before.total, before.queued) == (0, 2, 1)
         pool = await open_database(_dsn(name), size=2, acquire_seconds=5)
         try:
@@ -233,7 +233,7 @@ async def test_migration_0017_queues_the_old_models_mail_for_the_new_one(templat
             " GROUP BY message_id")}
         assert models_of == {ids["old"]: [MODEL], ids["hashed"]: ["hash-v1"]}
         assert await coverage(conn, [identity], MODEL) == 0.5  # the hash model's mail is not ours
-        [after] = await progress(conn, MODEL, [identity])
+        [after] = await progress(conn, MODEL, [identity], batch=32)
         assert (after.embedded, after.queued) == (1, 0)
     finally:
         await conn.close()
