@@ -281,15 +281,24 @@ def forward_subject(subject: str) -> str:
     return subject if _FORWARD_PREFIX.match(subject) else f"Fwd: {subject}".strip()
 
 
+#: A msg-id's inside that a header can carry as it is (RFC 5322 section 3.6.4: printable ASCII
+#: without angle brackets). A received id outside it (a NUL, a non-ASCII byte read as U+FFFD)
+#: was written as an encoded word that no reader threads by (found by an attack): it is left out.
+_WRITABLE_ID = re.compile(r"[!-;=?-~]+")
+
+
 def references_for(parent: MessageRecord) -> tuple[str | None, list[str]]:
-    """``(In-Reply-To, References)`` of a reply to or forward of ``parent``."""
+    """``(In-Reply-To, References)`` of a reply to or forward of ``parent``: ids a header can
+    carry only (:data:`_WRITABLE_ID`), at most :data:`MAX_REFERENCES`."""
     chain = list(parent.references) or list(parent.in_reply_to[:1])
     if parent.message_id:
         chain.append(parent.message_id)
-    chain = list(dict.fromkeys(chain))
+    chain = [i for i in dict.fromkeys(chain) if _WRITABLE_ID.fullmatch(i)]
     if len(chain) > MAX_REFERENCES:
         chain = chain[:1] + chain[-(MAX_REFERENCES - 1):]
-    return parent.message_id, chain
+    replied = parent.message_id if parent.message_id and _WRITABLE_ID.fullmatch(
+        parent.message_id) else None
+    return replied, chain
 
 
 def _who(parent: MessageRecord) -> str:

@@ -228,6 +228,13 @@ def test_references_come_from_rfc_message_ids():
     _, chain = references_for(long)
     assert len(chain) == MAX_REFERENCES
     assert chain[0] == "r0@example.com" and chain[-2:] == ["r49@example.com", "p@example.com"]
+    # ids no header can carry as they are were written as encoded words nobody threads by
+    # (found by an attack): left out
+    odd = parent(message_id="t0\ufffd@x", references=["root@example.com", "a b@x", "n\x00@x"])
+    assert references_for(odd) == (None, ["root@example.com"])
+    composed = compose(Draft(sender=DESK, to=[JO], subject="Re: x", text="hi",
+                             in_reply_to=None, references=references_for(odd)[1]))
+    assert b"\r\nReferences: <root@example.com>\r\n" in composed.raw
 
 
 def test_a_reply_quotes_its_parent():
