@@ -163,6 +163,12 @@ def _header_error(rest: RestRoute, error: PylotaError, arguments: Mapping[str, A
             return PylotaError(ErrorCode.INVALID_REQUEST,
                                f"The {header} header is {'not valid' if given else 'required'}.",
                                fix=bound.fix, details={"header": header})
+    for header, bound in rest.headers.items():
+        # "mail_send requires: to, subject, idempotency_key": over REST that one is the header
+        if bound.argument in (error.fix or ""):
+            error = PylotaError(error.code, error.message,
+                                fix=(error.fix or "").replace(bound.argument, f"the {header} header"),
+                                details=error.details)
     for param, argument in rest.query.items():
         # the renamed parameter as the caller writes it: in the path of its own error, and in
         # the fix of any other ("mail_wait takes only: …, timeout_seconds"; found by a new user)

@@ -404,6 +404,22 @@ async def test_a_key_that_may_not_send_learns_that_before_the_missing_idempotenc
     assert await conn.fetchval("SELECT count(*) FROM outbound_messages") == 0
 
 
+async def test_a_rest_send_missing_a_field_names_the_header_among_what_it_requires(db_url, conn):
+    """An empty body was told mail_send requires idempotency_key, which the REST body refuses
+    (found by an attack)."""
+    _, identity_id, _, token = await keyed_identity(conn, DESK)
+    settings = stack_settings(db_url, free_port())
+    async with stack(settings, batch=False) as url, \
+            httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=WAIT) as http:
+        empty = await http.post(f"/v1/identities/{identity_id}/messages", json={},
+                                headers={"Authorization": f"Bearer {token}",
+                                         "Idempotency-Key": "k-1"})
+    error = empty.json()["error"]
+    assert empty.status_code == 400 and error["details"] == {"path": "to"}
+    assert error["fix"] == ("Pass to; mail_send requires: to, subject, the Idempotency-Key "
+                            "header.")
+
+
 async def test_rest_sends_take_the_idempotency_key_header(db_url, conn):
     tenant_id, identity_id, _, token = await keyed_identity(conn, DESK)
     settings = stack_settings(db_url, free_port())
