@@ -394,15 +394,18 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec,
     # msgspec says "... - at `$.limit`"; the path is what a model needs to fix its call.
     message, _, where = str(exc).partition(" - at `")
     path = where.rstrip("`").removeprefix("$.").removeprefix("$") or "arguments"
-    properties = spec.input_schema.get("properties", {})
+    # the schema of what was decoded: REST's wider form lists the status values it takes
+    # (GET /v1/identities?status=bogus listed only active and paused; found by an attack)
+    published = spec.rest_input_schema if target is spec.rest_args else spec.input_schema
+    properties = published.get("properties", {})
     if "[...]" in path:  # msgspec does not say which key of a map holds the bad value
         path = _map_key_path(path, target, arguments)
-    schema = _schema_at(spec.input_schema, path)
+    schema = _schema_at(published, path)
     if message.startswith("Object contains unknown field"):
         parent = path if path != "arguments" else ""
         path = ".".join(p for p in (parent, message.rsplit("`", 2)[-2]) if p)
         if parent:  # a field of a nested object: name that object's fields, not the tool's
-            outer = _schema_at(spec.input_schema, parent)
+            outer = _schema_at(published, parent)
             fields = next((s["properties"] for s in outer.get("oneOf", [outer])
                            if "properties" in s), {})
             fix = f"Remove {path}; {parent} takes only: {', '.join(fields)}."
@@ -413,7 +416,7 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec,
         missing = message.rsplit("`", 2)[-2]
         parent = path if path != "arguments" else ""
         path = ".".join(p for p in (parent, missing) if p)
-        owner = _schema_at(spec.input_schema, parent) if parent else spec.input_schema
+        owner = _schema_at(published, parent) if parent else published
         required = next((s.get("required", []) for s in (*owner.get("oneOf", ()), owner)
                          if "properties" in s), [])
         fix = f"Pass {path}; {parent or spec.name} requires: {', '.join(required)}."

@@ -171,3 +171,17 @@ def test_every_pattern_of_the_input_schemas_is_said_in_words():
     found = set().union(*(patterns(t.input_schema) for t in TOOLS))
     assert found and not {p for p in found
                           if p not in _PATTERN_FIXES and not _ID_PATTERN.fullmatch(p)}
+
+
+def test_a_rest_status_outside_its_values_lists_the_four_rest_takes():
+    """GET /v1/identities?status=bogus listed only active and paused, though REST takes
+    deleting and deleted too (spec section 4.3; found by an attack)."""
+    from shared.errors import PylotaError
+    from shared.tools.call import decode_arguments
+
+    spec = next(t for t in TOOLS if t.name == "mail_list_identities")
+    for rest, fix in ((False, 'Use one of "active", "paused" for status.'),
+                      (True, 'Use one of "active", "paused", "deleting", "deleted" for status.')):
+        with pytest.raises(PylotaError) as caught:
+            decode_arguments(spec, {"status": "bogus"}, rest=rest)
+        assert caught.value.fix == fix
