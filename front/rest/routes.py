@@ -111,10 +111,23 @@ async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
             fix="Send the header Content-Type: application/json with the JSON body (curl -d "
                 "alone labels it application/x-www-form-urlencoded).",
             details={"header": "Content-Type"})
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise _UnsupportedMediaType(
+            ErrorCode.INVALID_REQUEST, f"Content-Encoding {encoding[:40]} is not taken.",
+            fix="Send the body uncompressed, without Content-Encoding.",
+            details={"header": "Content-Encoding"})
     try:
         body = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        raise invalid("body", "The body is not valid JSON.",
+    except RecursionError:
+        raise invalid("body", "The body's JSON nests deeper than this server reads (about 1,000 "
+                              "arrays or objects inside each other).",
+                      "Flatten the body: no argument needs more than a few levels.") from None
+    except (msgspec.DecodeError, ValueError) as exc:
+        # msgspec says what and where (a byte offset, never the body's content): a lone
+        # surrogate, bad UTF-8, an integer out of range, a missing brace (found by an attack:
+        # all of them were "not valid JSON" alone)
+        raise invalid("body", f"The body is not valid JSON ({exc}).",
                       "Send the arguments as one JSON object with Content-Type: "
                       "application/json.") from None
     if not isinstance(body, dict):

@@ -5,9 +5,9 @@ budget across both, and a worker tool streams as SSE or answers a long poll."""
 
 from __future__ import annotations
 
-import json
-
 import asyncio
+import gzip
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -438,3 +438,20 @@ async def test_two_authorization_headers_are_refused_on_both_surfaces(demo, conn
     # each key alone still works
     for token in (demo["token"], other):
         assert (await demo["http"].get("/v1/identities", headers=auth(token))).status_code == 200
+
+
+async def test_a_body_that_cannot_be_read_says_why(demo):
+    """JSON nested 2,000 deep, a gzip body and broken JSON all got "The body is not valid JSON."
+    (found by an attack); MCP named the nesting limit."""
+    http, path = demo["http"], f"/v1/identities/{demo['identity_id']}/search"
+    headers = {**auth(demo["token"]), "Content-Type": "application/json"}
+    deep = await http.post(path, content=b'{"q": ' + b"[" * 2000 + b"]" * 2000 + b"}",
+                           headers=headers)
+    gzipped = await http.post(path, content=gzip.compress(b'{"q": "invoice"}'),
+                              headers={**headers, "Content-Encoding": "gzip"})
+    broken = await http.post(path, content=b'{"q": "invoice"', headers=headers)
+    assert deep.status_code == 400 and "nests deeper" in deep.json()["error"]["message"]
+    assert gzipped.status_code == 415
+    assert gzipped.json()["error"]["details"] == {"header": "Content-Encoding"}
+    assert broken.status_code == 400
+    assert broken.json()["error"]["message"].startswith("The body is not valid JSON (")
