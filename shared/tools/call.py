@@ -226,7 +226,7 @@ def decode_arguments(spec: ToolSpec, arguments: object, *, from_query: bool = Fa
     try:
         args = msgspec.convert(_integral(arguments), target, strict=not from_query)
     except msgspec.ValidationError as exc:
-        raise _validation_error(exc, spec, target, arguments) from None
+        raise _validation_error(exc, spec, target, arguments, from_query=from_query) from None
     if (where := _end_anchor_path(arguments, spec.input_schema)) is not None:
         raise invalid(where, f"{where} ends with a line break, which its pattern does not allow.",
                       f"Remove the line break at the end of {where}.")
@@ -389,7 +389,8 @@ _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "bo
 
 
 def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec,
-                      target: type[msgspec.Struct], arguments: object) -> PylotaError:
+                      target: type[msgspec.Struct], arguments: object, *,
+                      from_query: bool = False) -> PylotaError:
     """One ``invalid_request`` naming the argument and how to fix it (spec section 5)."""
     # msgspec says "... - at `$.limit`"; the path is what a model needs to fix its call.
     message, _, where = str(exc).partition(" - at `")
@@ -422,6 +423,8 @@ def _validation_error(exc: msgspec.ValidationError, spec: ToolSpec,
         fix = f"Pass {path}; {parent or spec.name} requires: {', '.join(required)}."
     elif schema.get("format") == "date-time":
         fix = f"Give {path} as an RFC 3339 date-time with an offset, e.g. 2026-09-01T00:00:00Z."
+        if from_query:  # "?after=…T00:00:00+01:00" arrives with a space (found by a new user)
+            fix += " In a URL, write the offset's + as %2B: a bare + reads as a space."
     else:
         # Of alternatives (an address or an object), the one of the type msgspec expected.
         expected = next((json_type for py_type, json_type in _JSON_TYPES.items()

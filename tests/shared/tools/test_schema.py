@@ -185,3 +185,20 @@ def test_a_rest_status_outside_its_values_lists_the_four_rest_takes():
         with pytest.raises(PylotaError) as caught:
             decode_arguments(spec, {"status": "bogus"}, rest=rest)
         assert caught.value.fix == fix
+
+
+def test_a_query_string_date_time_says_how_to_write_its_plus():
+    """?after=2026-09-01T00:00:00+01:00 arrives with a space for the +, and the error said only
+    "Invalid RFC3339 encoded datetime" (found by a new user)."""
+    from shared.errors import PylotaError
+    from shared.tools.call import decode_arguments
+
+    spec = next(t for t in TOOLS if t.name == "mail_list_threads")
+    with pytest.raises(PylotaError) as caught:
+        decode_arguments(spec, {"after": "2026-09-01T00:00:00 01:00"}, from_query=True)
+    assert caught.value.details == {"path": "after"}
+    assert caught.value.fix.endswith("In a URL, write the offset's + as %2B: a bare + reads as a "
+                                     "space.")
+    with pytest.raises(PylotaError) as caught:
+        decode_arguments(spec, {"after": "2026-09-01T00:00:00 01:00"})
+    assert "%2B" not in caught.value.fix  # MCP arguments are JSON, with no URL in between
