@@ -138,8 +138,18 @@ def reply_addressing(parent: MessageRecord, own: list[str], *, reply_all: bool) 
         elif parent.from_ is not None:
             to = _usable([parent.from_], mine, spelled)
     if not to:
-        raise invalid("message_id", "This message has no address a reply could go to.",
-                      "Use mail_send with the recipients you mean instead.")
+        # Say which address could not be used: "no address" read as a message without a sender
+        # to someone whose sender wrote from jörg@bücher.example (found by an attack).
+        written = [a.address for a in (parent.to if ours_sent else
+                                       [*parent.reply_to, *([parent.from_] if parent.from_
+                                                            else [])])
+                   if a.address.lower() not in mine]
+        raise invalid("message_id", (
+            f"This message's reply address {written[0][:254]!r} is not one mail can be sent to "
+            "from here (an address outside ASCII before the @ needs SMTPUTF8, which the relay "
+            "is not asked for; a quoted local part, an IP literal or a special-use domain are "
+            "refused too)." if written else "This message has no address a reply could go to."),
+            "Use mail_send with the recipients you mean instead.")
     cc: list[Mailbox] = []
     if reply_all:
         taken = {b.key for b in to}

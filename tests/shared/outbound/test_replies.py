@@ -113,6 +113,19 @@ def test_nobody_to_reply_to_is_an_error_on_message_id():
         reply_addressing(parent(from_=None, reply_to=[]), OWN, reply_all=True)
     assert caught.value.code is ErrorCode.INVALID_REQUEST
     assert caught.value.details["path"] == "message_id"
+    assert caught.value.message == "This message has no address a reply could go to."
+
+
+def test_a_sender_mail_cannot_go_to_is_named():
+    """"No address a reply could go to" for mail from jörg@bücher.example read as mail without a
+    sender (found by an attack)."""
+    with pytest.raises(PylotaError) as caught:
+        reply_addressing(parent(from_=Address(address="jörg@bücher.example"), reply_to=[]), OWN,
+                         reply_all=False)
+    assert caught.value.details["path"] == "message_id"
+    assert caught.value.message.startswith(
+        "This message's reply address 'jörg@bücher.example' is not one mail can be sent to")
+    assert "SMTPUTF8" in caught.value.message
 
 
 def test_the_sender_of_a_forward_follows_the_same_rule():
