@@ -311,7 +311,10 @@ async def _lookup(request: Request[Any, Any, Any], request_id: str, fields: dict
     if Permission.IDENTITIES_READ not in principal.permissions:
         raise PylotaError(ErrorCode.PERMISSION_DENIED, "This key may not read identities.",
                           fix="Use a key with the identities:read permission.")
-    address = request.query_params.get("address")
+    given = request.query_params.getall("address", [])
+    if len(given) > 1:  # which one counts would differ between proxies and us (an attack)
+        raise invalid("address", f"address is given {len(given)} times.", "Pass it once.")
+    address = given[0] if given else None
     if not address or len(address) > 254:
         raise invalid("address", "address is required (at most 254 characters).",
                       "Pass ?address=desk@example.com.")

@@ -297,6 +297,9 @@ async def test_tenant_search_and_identity_lookup(demo):
     nul = await http.get("/v1/identities/lookup", params={"address": "desk\x00@pylota.example"},
                          headers=headers)  # was 404 identity_not_found (found by an attack)
     assert nul.status_code == 400 and nul.json()["error"]["details"] == {"path": "address"}
+    twice = await http.get("/v1/identities/lookup?address=x@y.example&address=desk@pylota.example",
+                           headers=headers)  # the first won (found by an attack)
+    assert twice.status_code == 400 and twice.json()["error"]["details"] == {"path": "address"}
     tenant = await http.post(f"/v1/tenants/{demo['tenant_id']}/search",
                              json={"q": "invoice", "mode": "keyword"}, headers=headers)
     assert tenant.status_code == 200, tenant.text
