@@ -28,7 +28,7 @@ import msgspec
 from shared.auth.permissions import FORBIDDEN_FOR_LEVEL, KeyLevel, Permission
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, new_id
-from shared.outbound.header_text import plain_text
+from shared.header_text import plain_text
 from shared.tenancy.store import (OWN_IDENTITY_COLUMN, STANDING_COLUMNS, Identity, KeyStanding,
                                   identity_tenant_id, own_identity, tenant_mode)
 

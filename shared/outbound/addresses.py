@@ -17,7 +17,7 @@ import idna
 import msgspec
 
 from shared.errors import ErrorCode, PylotaError, invalid
-from shared.outbound.header_text import plain_text
+from shared.header_text import plain_text
 from shared.outbound.model import Recipient, RecipientItem
 
 __all__ = ["MAX_PER_LIST", "Mailbox", "mailbox_of", "recipients", "check_counts", "own_mailbox",

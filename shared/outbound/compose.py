@@ -4,7 +4,7 @@ Structure (RFC 2046): the text and HTML bodies are ``multipart/alternative``; in
 ``content_id`` go with the HTML body in ``multipart/related`` (RFC 2387) so ``cid:`` URLs resolve
 (RFC 2392); attachments make the whole ``multipart/mixed``. The generator is ``policy.SMTP``:
 CRLF line ends, folded headers, RFC 2047 words for non-ASCII text, RFC 2231 filenames. Every text
-that goes into a header passes ``shared.outbound.header_text.inert`` first: the subject, names
+that goes into a header passes ``shared.header_text.inert`` first: the subject, names
 and filenames of a reply or forward come from a stranger's mail.
 
 Threading (RFC 5322 section 3.6.4): a reply or forward carries ``In-Reply-To: <parent>`` and
@@ -40,7 +40,7 @@ from ulid import ULID
 from shared.errors import invalid
 from shared.mail.records import MessageRecord
 from shared.outbound.addresses import Mailbox, domain_of
-from shared.outbound.header_text import inert, plain_text
+from shared.header_text import inert, plain_text
 from shared.outbound.model import Attachment
 
 __all__ = ["MAX_REFERENCES", "QUOTE_CHARS", "MAX_LINE_OCTETS", "MAX_ATTACHED_DEPTH", "OutgoingPart", "Draft", "Composed",

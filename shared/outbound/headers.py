@@ -5,7 +5,7 @@ Sensitivity (each with its enum of values, RFC 2156 section 5.3), Keywords, Comm
 Organization (RFC 5322 section 3.6.5, RFC 2076 section 3.6). Names match case-insensitively;
 anything else, including every field the composer writes itself (From, To, Message-ID, …), is
 ``header_not_allowed``. A value can never hold a line break, raw or encoded
-(``shared.outbound.header_text``), so it can never start another field.
+(``shared.header_text``), so it can never start another field.
 
 Pure: no I/O. Called by ``shared.outbound.send``.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from shared.errors import ErrorCode, PylotaError, invalid
-from shared.outbound.header_text import plain_text
+from shared.header_text import plain_text
 from shared.outbound.model import HEADER_VALUES
 
 __all__ = ["NAMED", "MAX_HEADERS", "MAX_HEADER_VALUE_CHARS", "extra_headers"]

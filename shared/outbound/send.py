@@ -47,7 +47,7 @@ from shared.outbound.addresses import Mailbox, check_counts, own_mailbox, recipi
 from shared.outbound.compose import (Draft, OutgoingPart, compose, forward_subject,
                                      forwarded_text, parts_of, quoted_reply, references_for,
                                      reply_subject)
-from shared.outbound.header_text import plain_text
+from shared.header_text import plain_text
 from shared.outbound.headers import extra_headers
 from shared.outbound.idempotency import claim, complete, request_hash
 from shared.outbound.model import ForwardRequest, ReplyRequest, Sender, SendRequest, Sent

@@ -23,7 +23,7 @@ import msgspec
 
 from shared.errors import ErrorCode, PylotaError, invalid
 from shared.ids import Prefix, is_id, new_id
-from shared.outbound.header_text import plain_text
+from shared.header_text import plain_text
 
 __all__ = [
     "Partner", "Tenant", "Identity", "KeyStanding", "create_partner", "resolve_partner",

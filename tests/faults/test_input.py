@@ -51,7 +51,7 @@ async def test_dates_out_of_range_are_refused_at_once_and_never_logged(
     for value in BAD:
         began = time.monotonic()
         rest = await http.get(f"{base}/v1/identities/{identity_id}/wait",
-                              params={"since": value, "timeout_seconds": 5},
+                              params={"since": value, "timeout": 5},
                               headers={"authorization": f"Bearer {token}"})
         assert time.monotonic() - began <= REFUSED_SECONDS
         assert rest.status_code == 400, rest.text

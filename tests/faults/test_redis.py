@@ -102,7 +102,7 @@ async def test_a_redis_outage_mid_wait_ends_the_call_with_a_final_message(
     arguments = {"timeout_seconds": 30}
     if surface == "rest-json":
         request = http.build_request("GET", f"{base}/v1/identities/{identity_id}/wait",
-                                     params=arguments, headers=headers)
+                                     params={"timeout": 30}, headers=headers)
     else:
         params: dict = {"name": "mail_wait", "arguments": arguments}
         if surface.startswith("modern"):

@@ -10,8 +10,9 @@ by an attack).
 
 Two uses:
 
-* :func:`plain_text` checks a caller's value (``mail_send`` arguments): one that holds either is
-  ``invalid_request`` at its path;
+* :func:`plain_text` checks a caller's value (``mail_send`` arguments, and the names of
+  partners, tenants, keys and identities, which reach headers, signed claims and terminals):
+  one that holds either is ``invalid_request`` at its path;
 * :func:`inert` makes stored text safe to reuse (the subject of a message replied to, its
   sender's name, a forwarded attachment's filename: a stranger wrote them): line breaks become
   spaces, and an encoded word that would decode to one is broken apart (``= ?utf-8?q?…``), so
