@@ -7,9 +7,10 @@ The session, rung by rung:
 2. ``RCPT TO`` is accepted only for an address of an active or paused identity; anything else
    gets ``550 5.1.1`` at once, so the listener is never an open relay and nothing is stored for
    an unknown recipient. More than :data:`MAX_RECIPIENTS` get ``452`` (section 4.5.3.1.10).
-   A client that named more than :data:`MAX_UNKNOWN_RECIPIENTS_PER_MINUTE` unknown addresses
-   gets ``450`` for every recipient, known or not, until its minute clears: probing which
-   addresses exist (a directory harvest) learns nothing more.
+   A client that named :data:`MAX_UNKNOWN_RECIPIENTS_PER_MINUTE` unknown addresses gets ``450``
+   for every further recipient, known or not, until its minute clears: probing which addresses
+   exist (a directory harvest) learns nothing more. The limit is per client address, so
+   clients behind one address (a NAT, a smarthost) share it.
 3. At the end of DATA the message is checked, before anything is stored: SPF (RFC 7208, pyspf) for
    the client's IP, HELO and MAIL FROM; DKIM (RFC 6376, dkimpy); DMARC (RFC 7489, authheaders)
    from both. Our verdict is prepended as ``Authentication-Results: <authserv-id>; spf=…;

@@ -76,6 +76,11 @@ def plain_text(path: str, value: str) -> str:
     if any(_control(ch) for ch in value):
         raise invalid(path, "The value holds a line break or another control character.",
                       "Remove line breaks and control characters from it.")
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        # a byte that is not UTF-8, as Python reads a command-line argument: PostgreSQL
+        # refused it with a traceback (found by an attack)
+        raise invalid(path, "The value holds bytes that are not UTF-8.",
+                      "Write it in UTF-8.")
     if hides_a_break(value):
         raise invalid(path, "The value holds an encoded word (RFC 2047, =?charset?q?…?=) that "
                             "decodes to a line break or another control character.",

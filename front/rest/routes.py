@@ -111,8 +111,8 @@ async def _body_arguments(request: Request[Any, Any, Any]) -> dict[str, Any]:
             fix="Send the header Content-Type: application/json with the JSON body (curl -d "
                 "alone labels it application/x-www-form-urlencoded).",
             details={"header": "Content-Type"})
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding != "identity":
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
         raise _UnsupportedMediaType(
             ErrorCode.INVALID_REQUEST, f"Content-Encoding {encoding[:40]} is not taken.",
             fix="Send the body uncompressed, without Content-Encoding.",

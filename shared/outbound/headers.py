@@ -26,6 +26,9 @@ _X_NAME = re.compile(r"^X-[A-Za-z0-9_-]+$", re.IGNORECASE)
 #: X- headers took 10-12 s of the front's CPU per call (found by an attack).
 MAX_HEADERS = 50
 MAX_HEADER_VALUE_CHARS = 998
+#: Characters of an X- header's name: a name is never folded, and one of 10,000 made a line
+#: ten times RFC 5322's 998 (found by an attack).
+MAX_HEADER_NAME_CHARS = 76
 
 #: The allowed fields besides X-: lower-case name -> (written name, allowed values or None).
 NAMED: dict[str, tuple[str, frozenset[str] | None]] = {
@@ -57,12 +60,13 @@ def extra_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
         key = name.lower()
         if key in NAMED:
             written, allowed = NAMED[key]
-        elif _X_NAME.fullmatch(name):
+        elif _X_NAME.fullmatch(name) and len(name) <= MAX_HEADER_NAME_CHARS:
             written, allowed = name, None
         else:
             raise PylotaError(
                 ErrorCode.HEADER_NOT_ALLOWED, f"The header {name[:80]!r} cannot be set.",
-                fix="Use X- headers (X-Name, letters, digits, _ and -) or Importance, Priority, "
+                fix="Use X- headers (X-Name, letters, digits, _ and -, at most 76 characters) or "
+                    "Importance, Priority, "
                     "Sensitivity, Keywords, Comments, Organization.",
                 details={"header": name[:80], "path": f"headers.{name[:80]}"})
         if key in seen:

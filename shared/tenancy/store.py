@@ -15,6 +15,7 @@ both rules in one query each.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import asyncpg
@@ -320,7 +321,15 @@ def canonical_address(address: str) -> str:
         raise invalid("address", f"The part before the @ of {address[:254]!r} is not ASCII: "
                       "mail from it could not be sent (no relay is asked for SMTPUTF8).",
                       "Pick a local part of ASCII letters, digits and . _ - +.")
-    if domain.isascii():  # kept as given: an ASCII domain needs no IDNA, nor gets its rules
+    if domain.isascii():
+        # No IDNA mapping (underscores stay, as in test domains), but a host name's shape: a
+        # trailing dot, an empty or over-long label, a label edged with "-" or an xn-- label
+        # that is no A-label made identities that never received mail (found by an attack).
+        labels = domain.split(".")
+        if len(domain) > 253 or not all(_ASCII_LABEL.fullmatch(label) for label in labels) \
+                or not all(_a_label(label) for label in labels if label.startswith("xn--")):
+            raise invalid("address", f"{domain[:254]!r} is not a domain name.",
+                          "Pass an address such as agent@example.com, without a trailing dot.")
         return f"{local}@{domain}"
     try:
         ascii_domain = idna.encode(domain, uts46=True).decode("ascii")
@@ -328,6 +337,17 @@ def canonical_address(address: str) -> str:
         raise invalid("address", f"{domain[:254]!r} is not a domain name: {exc}",
                       "Pass an address such as agent@example.com.") from exc
     return f"{local}@{ascii_domain.lower()}"
+
+
+_ASCII_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+
+
+def _a_label(label: str) -> bool:
+    try:
+        idna.decode(label)
+    except (idna.IDNAError, UnicodeError):
+        return False
+    return True
 
 
 def _lookup_forms(address: str) -> list[str]:

@@ -453,6 +453,9 @@ async def test_a_body_that_cannot_be_read_says_why(demo):
     gzipped = await http.post(path, content=gzip.compress(b'{"q": "invoice"}'),
                               headers={**headers, "Content-Encoding": "gzip"})
     broken = await http.post(path, content=b'{"q": "invoice"', headers=headers)
+    plain = await http.post(path, content=b'{"q": "invoice"}',  # an empty one is no encoding
+                            headers={**headers, "Content-Encoding": ""})
+    assert plain.status_code == 200, plain.text
     assert deep.status_code == 400 and "nests deeper" in deep.json()["error"]["message"]
     assert gzipped.status_code == 415
     assert gzipped.json()["error"]["details"] == {"header": "Content-Encoding"}

@@ -161,9 +161,18 @@ def test_an_attached_email_nesting_too_deep_is_refused_and_one_within_is_compose
 
     with pytest.raises(PylotaError) as caught:
         parts_of([Attachment(filename="m.eml", content_type="message/rfc822",
-                             content_base64=b64(_nested(400)))])
+                             content_base64=b64(_nested(100)))])
     assert caught.value.details["path"] == "attachments[0].content_base64"
     assert f"more than {MAX_ATTACHED_DEPTH} levels" in caught.value.message
+    # 1,000 levels ran the parser itself out of stack, and 10,000 unclosed multiparts took it
+    # 6 s (a later attack): refused on the bytes, before parsing
+    unclosed = (b"From: a@b.example\r\nSubject: x\r\n"
+                + b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\n' * 10_000)
+    for content in (_nested(1000), unclosed):
+        with pytest.raises(PylotaError) as caught:
+            parts_of([Attachment(filename="m.eml", content_type="message/rfc822",
+                                 content_base64=b64(content))])
+        assert "declares more than 256 multipart or message parts" in caught.value.message
     # levels count parts: each nesting above is a multipart holding a message
     within = _nested(MAX_ATTACHED_DEPTH // 2)
     parts = parts_of([Attachment(filename="m.eml", content_type="message/rfc822",
